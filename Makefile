@@ -1,0 +1,69 @@
+# everynode: run `make` to list the targets.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+E2E_BIN := $(CURDIR)/.e2e/bin
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+GO_TEST_FLAGS ?= -race -count=1
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/everynode and bin/kubectl-everynode
+	go build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
+
+.PHONY: test
+test: ## Unit tests (hermetic, with the race detector)
+	go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, clientset, listers, informers and the CRD
+	hack/update-codegen.sh
+
+.PHONY: verify-generate
+verify-generate: generate ## Fail if generated files are stale
+	@stale=$$(git status --porcelain -- api client charts/everynode/crds); if [ -n "$$stale" ]; then \
+	  echo "$$stale"; echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+
+.PHONY: tools
+tools: ## Build the e2e control plane, kwok and helm into .e2e/bin (cached)
+	e2e/hack/tools.sh
+
+.PHONY: chart-lint
+chart-lint: tools ## helm lint and helm template with every values switch
+	HELM=$(E2E_BIN)/helm charts/everynode/ci/lint.sh
+
+.PHONY: cluster
+cluster: tools build ## Start a local kwok cluster with everynode installed (.e2e/kubeconfig)
+	e2e/hack/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop everything `make cluster` started
+	e2e/hack/cluster.sh down
+
+.PHONY: e2e
+e2e: tools build ## End-to-end scenarios on a real control plane
+	e2e/hack/e2e.sh
+
+.PHONY: demo
+demo: tools build ## The newcomer's tour: a local cluster, a DaemonSet, a new node, a rollout
+	e2e/hack/demo.sh
+
+.PHONY: bench
+bench: tools build ## everynode against the built-in DaemonSet controller (NODES=1000)
+	e2e/hack/bench.sh
+
+.PHONY: check
+check: lint verify-generate test chart-lint e2e ## Everything CI runs
+
+.PHONY: clean
+clean: ## Remove build outputs (keeps the cached e2e tools)
+	rm -rf bin

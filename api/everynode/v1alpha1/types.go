@@ -1,0 +1,239 @@
+package v1alpha1
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// DaemonSet runs one copy of a pod on every eligible node, like apps/v1
+// DaemonSet: a manifest written for apps/v1 works after changing only its
+// apiVersion.
+//
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=daemonsets,singular=daemonset,shortName=eds,scope=Namespaced
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredNumberScheduled`
+// +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.currentNumberScheduled`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.numberReady`
+// +kubebuilder:printcolumn:name="Up-To-Date",type=integer,JSONPath=`.status.updatedNumberScheduled`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.numberAvailable`
+// +kubebuilder:printcolumn:name="Node Selector",type=string,JSONPath=`.spec.template.spec.nodeSelector`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type DaemonSet struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// The desired behavior of this daemon set.
+	// +optional
+	Spec DaemonSetSpec `json:"spec,omitempty"`
+
+	// The current status of this daemon set. It may lag the spec; read
+	// observedGeneration to know which spec it describes.
+	// +optional
+	Status DaemonSetStatus `json:"status,omitempty"`
+}
+
+// DaemonSetSpec is the specification of a daemon set: the fields of apps/v1
+// DaemonSetSpec, then everynode's own.
+type DaemonSetSpec struct {
+	// A label query over pods that are managed by the daemon set.
+	// Must match in order to be controlled.
+	// It must match the pod template's labels.
+	// More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors
+	Selector *metav1.LabelSelector `json:"selector"`
+
+	// An object that describes the pod that will be created.
+	// The DaemonSet will create exactly one copy of this pod on every node
+	// that matches the template's node selector (or on every node if no node
+	// selector is specified).
+	// The only allowed template.spec.restartPolicy value is "Always".
+	Template corev1.PodTemplateSpec `json:"template"`
+
+	// An update strategy to replace existing DaemonSet pods with new pods.
+	// +optional
+	UpdateStrategy DaemonSetUpdateStrategy `json:"updateStrategy,omitempty"`
+
+	// The minimum number of seconds for which a newly created DaemonSet pod should
+	// be ready without any of its container crashing, for it to be considered
+	// available. Defaults to 0 (pod will be considered available as soon as it
+	// is ready).
+	// +optional
+	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// The number of old history to retain to allow rollback.
+	// This is a pointer to distinguish between explicit zero and not specified.
+	// Defaults to 10.
+	// +optional
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// NodeOverrides change the pod made for a node that matches an entry's
+	// nodeSelector, for per node-pool resources, env or image. Entries apply
+	// in order; a later entry wins where two touch the same field.
+	// +optional
+	// +listType=atomic
+	NodeOverrides []NodeOverride `json:"nodeOverrides,omitempty"`
+
+	// NodeReadinessGate, when true, keeps other pods off a node until this
+	// daemon's pod is Ready there (enforced by the everynode scheduler
+	// extender). Use it for daemons other pods depend on, such as CNI or
+	// storage agents.
+	// +optional
+	NodeReadinessGate bool `json:"nodeReadinessGate,omitempty"`
+}
+
+// NodeOverride is a change to the pod template for the nodes that match
+// NodeSelector.
+type NodeOverride struct {
+	// NodeSelector selects the nodes, by their labels, this override applies to.
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector"`
+
+	// Patch is a strategic merge patch applied to the pod template
+	// (metadata and spec) for matching nodes; containers merge by name.
+	// Example: {"spec":{"containers":[{"name":"agent","resources":{"limits":{"memory":"1Gi"}}}]}}
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Patch runtime.RawExtension `json:"patch"`
+}
+
+// DaemonSetUpdateStrategy indicates the strategy that the DaemonSet
+// controller will use to perform updates. It includes any additional
+// parameters necessary to perform the update for the indicated strategy.
+type DaemonSetUpdateStrategy struct {
+	// Type of daemon set update. Can be "RollingUpdate" or "OnDelete". Default is RollingUpdate.
+	// +optional
+	Type appsv1.DaemonSetUpdateStrategyType `json:"type,omitempty"`
+
+	// Rolling update config params. Present only if type = "RollingUpdate".
+	// +optional
+	RollingUpdate *RollingUpdateDaemonSet `json:"rollingUpdate,omitempty"`
+}
+
+// RollingUpdateDaemonSet is the spec to control the desired behavior of a
+// daemon set rolling update: the fields of apps/v1, then everynode's own.
+type RollingUpdateDaemonSet struct {
+	// The maximum number of DaemonSet pods that can be unavailable during the
+	// update. Value can be an absolute number (ex: 5) or a percentage of total
+	// number of DaemonSet pods at the start of the update (ex: 10%). Absolute
+	// number is calculated from percentage by rounding up.
+	// This cannot be 0 if MaxSurge is 0
+	// Default value is 1.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// The maximum number of nodes with an existing available DaemonSet pod that
+	// can have an updated DaemonSet pod during during an update.
+	// Value can be an absolute number (ex: 5) or a percentage of desired pods (ex: 10%).
+	// This can not be 0 if MaxUnavailable is 0.
+	// Absolute number is calculated from percentage by rounding up to a minimum of 1.
+	// Default value is 0.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
+
+	// Partition keeps that many eligible nodes (an absolute number, or a
+	// percentage of desired pods rounded up) on their old revision: the update
+	// stops when all other nodes run the new one. Nodes are kept in name order
+	// from the end, so the choice is stable. Default 0: update every node.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	Partition *intstr.IntOrString `json:"partition,omitempty"`
+
+	// NodeSelector, when set, limits the update to nodes whose labels match
+	// it (a canary by node label); pods on other nodes stay on their revision.
+	// New nodes always get the newest revision.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// Paused stops replacing pods. Nodes that have no pod still get one of the
+	// newest revision.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// DaemonSetStatus represents the current status of a daemon set: the fields
+// of apps/v1 DaemonSetStatus, then everynode's own.
+type DaemonSetStatus struct {
+	// The number of nodes that are running at least 1
+	// daemon pod and are supposed to run the daemon pod.
+	CurrentNumberScheduled int32 `json:"currentNumberScheduled"`
+
+	// The number of nodes that are running the daemon pod, but are
+	// not supposed to run the daemon pod.
+	NumberMisscheduled int32 `json:"numberMisscheduled"`
+
+	// The total number of nodes that should be running the daemon
+	// pod (including nodes correctly running the daemon pod).
+	DesiredNumberScheduled int32 `json:"desiredNumberScheduled"`
+
+	// numberReady is the number of nodes that should be running the daemon pod and have one
+	// or more of the daemon pod running with a Ready Condition.
+	NumberReady int32 `json:"numberReady"`
+
+	// The most recent generation observed by the daemon set controller.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// The total number of nodes that are running updated daemon pod
+	// +optional
+	UpdatedNumberScheduled int32 `json:"updatedNumberScheduled,omitempty"`
+
+	// The number of nodes that should be running the
+	// daemon pod and have one or more of the daemon pod running and
+	// available (ready for at least spec.minReadySeconds)
+	// +optional
+	NumberAvailable int32 `json:"numberAvailable,omitempty"`
+
+	// The number of nodes that should be running the
+	// daemon pod and have none of the daemon pod running and available
+	// (ready for at least spec.minReadySeconds)
+	// +optional
+	NumberUnavailable int32 `json:"numberUnavailable,omitempty"`
+
+	// Count of hash collisions for the DaemonSet. The DaemonSet controller
+	// uses this field as a collision avoidance mechanism when it needs to
+	// create the name for the newest ControllerRevision.
+	// +optional
+	CollisionCount *int32 `json:"collisionCount,omitempty"`
+
+	// Represents the latest available observations of a DaemonSet's current
+	// state: Progressing and Available, with reasons that say why a rollout
+	// waits (nodes NotReady, pods Pending, crash loops, paused).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// UpdateRevision is the controller-revision-hash of the newest revision
+	// (the one new pods are made from).
+	// +optional
+	UpdateRevision string `json:"updateRevision,omitempty"`
+
+	// CurrentRevision is the controller-revision-hash of the oldest revision
+	// that still runs on some node; it equals UpdateRevision when the rollout
+	// is complete.
+	// +optional
+	CurrentRevision string `json:"currentRevision,omitempty"`
+}
+
+// DaemonSetList is a collection of daemon sets.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+type DaemonSetList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// A list of daemon sets.
+	Items []DaemonSet `json:"items"`
+}

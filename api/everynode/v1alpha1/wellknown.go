@@ -1,0 +1,38 @@
+package v1alpha1
+
+// Names shared by the controller, the webhooks and the extender. They are part
+// of the contract between those parts (shared/DESIGN.md): change them only
+// together with the chart's webhook selectors.
+const (
+	// LabelDaemonPod marks every pod made by the everynode controller. The pod
+	// webhooks select on it (objectSelector), so an everynode outage can never
+	// block anyone else's pods, and the extender uses it to tell daemon pods
+	// from all others in O(1).
+	LabelDaemonPod = "everynode.io/daemon-pod"
+
+	// LabelDaemonPodValue is the only value LabelDaemonPod takes.
+	LabelDaemonPodValue = "true"
+
+	// AnnotationTargetNode holds the name of the node a daemon pod is made
+	// for. The pod webhook turns it into the node-pinning affinity; the
+	// extender and the controller read it to know where the pod belongs.
+	AnnotationTargetNode = "everynode.io/node-name"
+
+	// AnnotationChangeCause is copied from the set onto each
+	// ControllerRevision, as `kubectl rollout history` expects.
+	AnnotationChangeCause = "kubernetes.io/change-cause"
+
+	// AnnotationRestartedAt is what `kubectl everynode rollout restart` sets
+	// on the pod template, the same key stock kubectl uses.
+	AnnotationRestartedAt = "kubectl.kubernetes.io/restartedAt"
+)
+
+// Condition types of DaemonSetStatus.Conditions.
+const (
+	// ConditionProgressing is True while a rollout moves or has nothing left
+	// to do, and False with a reason when it waits on something.
+	ConditionProgressing = "Progressing"
+	// ConditionAvailable is True when every node that should run the daemon
+	// has an available pod of it.
+	ConditionAvailable = "Available"
+)

@@ -1,0 +1,52 @@
+package certs
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Source provides the serving certificate.
+type Source interface {
+	// GetCertificate is used as tls.Config.GetCertificate.
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// Start runs background work (if any) until ctx ends.
+	Start(ctx context.Context) error
+	// Healthy returns nil when a certificate valid at this moment is loaded.
+	Healthy() error
+}
+
+// ErrNoCertificate means no certificate has been loaded yet.
+var ErrNoCertificate = errors.New("no serving certificate loaded")
+
+// checkValid says whether cert is usable at now.
+func checkValid(cert *tls.Certificate, now time.Time) error {
+	if cert == nil {
+		return ErrNoCertificate
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		return errors.New("serving certificate has no parsed leaf")
+	}
+	if now.Before(leaf.NotBefore) {
+		return fmt.Errorf("serving certificate is not valid before %s", leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+	if now.After(leaf.NotAfter) {
+		return fmt.Errorf("serving certificate expired at %s", leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// TLSConfig returns the server TLS settings every everynode listener uses:
+// TLS 1.2 at least, HTTP/1.1 only (the API server and kube-scheduler speak
+// HTTP/1.1 to webhooks and extenders, and leaving HTTP/2 off avoids its
+// rapid-reset class of attacks), certificates from src.
+func TLSConfig(src Source) *tls.Config {
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		NextProtos:     []string{"http/1.1"},
+		GetCertificate: src.GetCertificate,
+	}
+}

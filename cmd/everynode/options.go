@@ -1,0 +1,154 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Certificate modes of the HTTPS server.
+const (
+	certModeFile       = "file"
+	certModeSelfSigned = "self-signed"
+)
+
+// serveOptions are the flags of `everynode serve`.
+type serveOptions struct {
+	kubeconfig   string
+	kubeAPIQPS   float32
+	kubeAPIBurst int
+
+	secureAddr string
+	healthAddr string
+	profiling  bool
+
+	certMode              string
+	tlsCertFile           string
+	tlsKeyFile            string
+	caSecretName          string
+	tlsDNSNames           []string
+	webhookConfigurations []string
+
+	namespace          string
+	leaderElect        bool
+	leaderElectionID   string
+	leaseDuration      time.Duration
+	renewDeadline      time.Duration
+	retryPeriod        time.Duration
+	controllerWorkers  int
+	controllerUsername string
+	schedulerName      string
+}
+
+func defaultServeOptions() *serveOptions {
+	return &serveOptions{
+		kubeAPIQPS:        50,
+		kubeAPIBurst:      100,
+		secureAddr:        ":8443",
+		healthAddr:        ":8080",
+		certMode:          certModeFile,
+		namespace:         os.Getenv("POD_NAMESPACE"),
+		leaderElect:       true,
+		leaderElectionID:  "everynode",
+		leaseDuration:     15 * time.Second,
+		renewDeadline:     10 * time.Second,
+		retryPeriod:       2 * time.Second,
+		controllerWorkers: 4,
+	}
+}
+
+func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig. Empty: $KUBECONFIG, then the in-cluster service account.")
+	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "Queries per second to the API server, sustained (client-side rate limit).")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", o.kubeAPIBurst, "Queries to the API server allowed in a burst above --kube-api-qps.")
+
+	fs.StringVar(&o.secureAddr, "secure-addr", o.secureAddr, "HTTPS listen address of the webhook and extender routes.")
+	fs.StringVar(&o.healthAddr, "health-addr", o.healthAddr, "Plain-HTTP listen address of /healthz, /readyz and /metrics.")
+	fs.BoolVar(&o.profiling, "profiling", o.profiling, "Serve /debug/pprof on the health address.")
+
+	fs.StringVar(&o.certMode, "cert-mode", o.certMode, `Where the serving certificate comes from: "file" (--tls-cert-file and --tls-key-file, reloaded when they change) or "self-signed" (a CA kept in the Secret --ca-secret-name, injected into --webhook-configurations).`)
+	fs.StringVar(&o.tlsCertFile, "tls-cert-file", o.tlsCertFile, "PEM certificate (chain) of the HTTPS server, for --cert-mode=file.")
+	fs.StringVar(&o.tlsKeyFile, "tls-key-file", o.tlsKeyFile, "PEM private key of the HTTPS server, for --cert-mode=file.")
+	fs.StringVar(&o.caSecretName, "ca-secret-name", o.caSecretName, "Secret in --namespace that holds the CA, for --cert-mode=self-signed; created when missing.")
+	fs.StringSliceVar(&o.tlsDNSNames, "tls-dns-names", o.tlsDNSNames, "DNS names of the serving certificate, for --cert-mode=self-signed (e.g. everynode.everynode-system.svc).")
+	fs.StringSliceVar(&o.webhookConfigurations, "webhook-configurations", o.webhookConfigurations, "Names of the Validating/MutatingWebhookConfigurations whose caBundle everynode writes, for --cert-mode=self-signed.")
+
+	fs.StringVar(&o.namespace, "namespace", o.namespace, "Namespace of everynode itself (leader election Lease, CA Secret). Default: $POD_NAMESPACE.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Run the controller only in the replica that holds the Lease; all replicas serve webhooks and the extender.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", o.leaderElectionID, "Name of the leader election Lease.")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", o.leaseDuration, "How long a non-leader waits after the last renewal before taking over.")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", o.renewDeadline, "How long the leader retries renewing before it gives up leadership.")
+	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", o.retryPeriod, "Wait between tries to acquire or renew the Lease.")
+	fs.IntVar(&o.controllerWorkers, "controller-workers", o.controllerWorkers, "DaemonSets synced in parallel.")
+	fs.StringVar(&o.controllerUsername, "controller-username", o.controllerUsername, "The only identity allowed to create daemon pods (e.g. system:serviceaccount:everynode-system:everynode). Empty: everynode's own identity, asked of the API server at start.")
+	fs.StringVar(&o.schedulerName, "scheduler-name", o.schedulerName, "If set, daemon pods are given this schedulerName (a second kube-scheduler configured with the everynode extender).")
+}
+
+// validate checks the flags without touching the network or the cluster,
+// so a mistake fails fast with a one-line message.
+func (o *serveOptions) validate() error {
+	var errs []error
+	for _, a := range []struct{ flag, addr string }{{"--secure-addr", o.secureAddr}, {"--health-addr", o.healthAddr}} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: want host:port", a.flag, a.addr))
+		}
+	}
+	if o.secureAddr == o.healthAddr {
+		errs = append(errs, errors.New("--secure-addr and --health-addr must differ"))
+	}
+	if o.kubeAPIQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps must be positive, got %v", o.kubeAPIQPS))
+	}
+	if o.kubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst must be at least 1, got %d", o.kubeAPIBurst))
+	}
+	switch o.certMode {
+	case certModeFile:
+		if o.tlsCertFile == "" || o.tlsKeyFile == "" {
+			errs = append(errs, errors.New("--cert-mode=file needs --tls-cert-file and --tls-key-file"))
+		}
+	case certModeSelfSigned:
+		if o.caSecretName == "" {
+			errs = append(errs, errors.New("--cert-mode=self-signed needs --ca-secret-name"))
+		}
+		if len(o.tlsDNSNames) == 0 {
+			errs = append(errs, errors.New("--cert-mode=self-signed needs --tls-dns-names"))
+		}
+		if o.namespace == "" {
+			errs = append(errs, errors.New("--cert-mode=self-signed needs --namespace (or $POD_NAMESPACE)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--cert-mode %q: want %q or %q", o.certMode, certModeFile, certModeSelfSigned))
+	}
+	if o.leaderElect {
+		if o.namespace == "" {
+			errs = append(errs, errors.New("--leader-elect needs --namespace (or $POD_NAMESPACE)"))
+		}
+		if o.leaderElectionID == "" {
+			errs = append(errs, errors.New("--leader-election-id must not be empty"))
+		}
+		if !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0) {
+			errs = append(errs, errors.New("leader election wants lease-duration > renew-deadline > retry-period > 0"))
+		}
+	}
+	if o.controllerWorkers < 1 {
+		errs = append(errs, fmt.Errorf("--controller-workers must be at least 1, got %d", o.controllerWorkers))
+	}
+	if o.controllerUsername != "" && strings.TrimSpace(o.controllerUsername) != o.controllerUsername {
+		errs = append(errs, errors.New("--controller-username must not have surrounding spaces"))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	// One line, as the issue and every operator reading a pod log want.
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return usageError{errors.New(strings.Join(msgs, "; "))}
+}

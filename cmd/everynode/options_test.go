@@ -1,0 +1,54 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestServeFlagErrorsAreUsageErrors(t *testing.T) {
+	tests := map[string]struct {
+		args    []string
+		wantMsg string
+	}{
+		"unknown flag":        {args: []string{"serve", "--nope"}, wantMsg: "unknown flag: --nope"},
+		"bad cert mode":       {args: []string{"serve", "--cert-mode=bogus", "--namespace=x"}, wantMsg: `--cert-mode "bogus"`},
+		"file mode no files":  {args: []string{"serve", "--namespace=x"}, wantMsg: "needs --tls-cert-file and --tls-key-file"},
+		"self-signed no ca":   {args: []string{"serve", "--cert-mode=self-signed", "--namespace=x", "--tls-dns-names=a"}, wantMsg: "needs --ca-secret-name"},
+		"no namespace":        {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace="}, wantMsg: "--leader-elect needs --namespace"},
+		"bad address":         {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--secure-addr=8443"}, wantMsg: `--secure-addr "8443": want host:port`},
+		"same addresses":      {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--secure-addr=:1", "--health-addr=:1"}, wantMsg: "must differ"},
+		"zero qps":            {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--kube-api-qps=0"}, wantMsg: "--kube-api-qps must be positive"},
+		"zero workers":        {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--controller-workers=0"}, wantMsg: "--controller-workers must be at least 1"},
+		"bad lease durations": {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--leader-elect-renew-deadline=1m"}, wantMsg: "lease-duration > renew-deadline"},
+		"bad verbosity":       {args: []string{"serve", "-v=abc"}, wantMsg: "invalid argument"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cmd := newRootCommand()
+			cmd.SetArgs(tc.args)
+			err := cmd.Execute()
+			if err == nil {
+				t.Fatal("want an error, got none")
+			}
+			var usage usageError
+			if !errors.As(err, &usage) {
+				t.Fatalf("want a usage error (exit 2), got %T: %v", err, err)
+			}
+			if !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Errorf("error %q does not contain %q", err, tc.wantMsg)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestServeValidOptions(t *testing.T) {
+	o := defaultServeOptions()
+	o.tlsCertFile, o.tlsKeyFile, o.namespace = "a", "b", "x"
+	if err := o.validate(); err != nil {
+		t.Fatalf("valid options rejected: %v", err)
+	}
+}

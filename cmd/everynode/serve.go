@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/certs"
+	versioned "everynode.io/everynode/client/clientset/versioned"
+	everynodeinformers "everynode.io/everynode/client/informers/externalversions"
+	"everynode.io/everynode/server"
+)
+
+func newServeCommand() *cobra.Command {
+	o := defaultServeOptions()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the webhooks and the scheduler extender, and run the controller",
+		Long: `serve runs everynode: one HTTPS server with the admission webhooks
+(/validate/daemonset, /mutate/daemonset, /validate/pod, /mutate/pod) and the
+kube-scheduler extender (/extender/filter, /extender/prioritize,
+/extender/preempt), a plain-HTTP server with /healthz, /readyz and /metrics,
+and the DaemonSet controller in the replica that holds the leader Lease.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return runServe(ctx, o)
+		},
+	}
+	o.addFlags(cmd.Flags())
+	addKlogFlags(cmd)
+	return cmd
+}
+
+// addKlogFlags adds klog's verbosity flags, and only those: the rest of
+// klog's flags (log files, headers) do not apply to a container.
+func addKlogFlags(cmd *cobra.Command) {
+	var all flag.FlagSet
+	klog.InitFlags(&all)
+	for _, name := range []string{"v", "vmodule"} {
+		cmd.Flags().AddGoFlag(all.Lookup(name))
+	}
+	cmd.Flags().Lookup("v").Shorthand = "v"
+}
+
+// clients are everything serve builds from the kubeconfig.
+type clients struct {
+	config    *rest.Config
+	kube      kubernetes.Interface
+	everynode versioned.Interface
+}
+
+func newClients(o *serveOptions) (*clients, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	config, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	config.QPS, config.Burst = o.kubeAPIQPS, o.kubeAPIBurst
+	config = rest.AddUserAgent(config, "everynode/"+version)
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	en, err := versioned.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("everynode client: %w", err)
+	}
+	return &clients{config: config, kube: kube, everynode: en}, nil
+}
+
+func runServe(ctx context.Context, o *serveOptions) error {
+	c, err := newClients(o)
+	if err != nil {
+		return err
+	}
+	// Local checks first (certificate files), then the first network call.
+	src, err := certificateSource(o, c)
+	if err != nil {
+		return err
+	}
+	if o.controllerUsername == "" {
+		if o.controllerUsername, err = whoAmI(ctx, c.kube); err != nil {
+			return fmt.Errorf("find everynode's own identity (or set --controller-username): %w", err)
+		}
+	}
+	klog.InfoS("Starting everynode", "version", version, "controllerUsername", o.controllerUsername)
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	kubeFactory := kubeinformers.NewSharedInformerFactory(c.kube, 0)
+	// Daemon pods only: everynode never needs anyone else's pods, which keeps
+	// its memory flat however many pods the cluster runs.
+	daemonPodFactory := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0,
+		kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.LabelSelector = everynodev1alpha1.LabelDaemonPod + "=" + everynodev1alpha1.LabelDaemonPodValue
+		}))
+	setFactory := everynodeinformers.NewSharedInformerFactory(c.everynode, 0)
+
+	p, err := buildParts(partsConfig{
+		opts: o, clients: c, registry: registry,
+		kubeFactory: kubeFactory, podFactory: daemonPodFactory, setFactory: setFactory,
+	})
+	if err != nil {
+		return err
+	}
+
+	srv, err := server.New(server.Config{
+		SecureAddr:   o.secureAddr,
+		HealthAddr:   o.healthAddr,
+		Certificates: src,
+		Routes:       p.routes,
+		Ready:        []server.Check{{Name: "informers", Check: p.synced}},
+		Gatherer:     registry,
+		Registerer:   registry,
+		Profiling:    o.profiling,
+	})
+	if err != nil {
+		return err
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return src.Start(ctx) })
+	if o.certMode == certModeSelfSigned {
+		injector := certs.NewCABundleInjector(c.kube, o.namespace, o.caSecretName, o.webhookConfigurations)
+		g.Go(func() error { return injector.Run(ctx) })
+	}
+	kubeFactory.Start(ctx.Done())
+	daemonPodFactory.Start(ctx.Done())
+	setFactory.Start(ctx.Done())
+	g.Go(func() error { return srv.Run(ctx) })
+	if p.controller != nil {
+		g.Go(func() error { return runController(ctx, o, c, p.controller) })
+	}
+	err = g.Wait()
+	kubeFactory.Shutdown()
+	daemonPodFactory.Shutdown()
+	setFactory.Shutdown()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	klog.InfoS("everynode stopped")
+	return err
+}
+
+func certificateSource(o *serveOptions, c *clients) (certs.Source, error) {
+	switch o.certMode {
+	case certModeSelfSigned:
+		return certs.NewSelfSigned(certs.SelfSignedOptions{
+			Namespace: o.namespace, SecretName: o.caSecretName,
+			DNSNames: o.tlsDNSNames, RESTConfig: c.config,
+		})
+	default:
+		return certs.NewFileSource(o.tlsCertFile, o.tlsKeyFile)
+	}
+}
+
+// whoAmI asks the API server who our credentials are (SelfSubjectReview),
+// which is the identity the pod webhook must accept as the creator of daemon
+// pods.
+func whoAmI(ctx context.Context, kube kubernetes.Interface) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	if review.Status.UserInfo.Username == "" {
+		return "", errors.New("the API server returned an empty username")
+	}
+	return review.Status.UserInfo.Username, nil
+}
+
+// controllerRunner is what leader election runs.
+type controllerRunner interface {
+	Run(ctx context.Context, workers int) error
+}
+
+// runController runs ctrl while this replica holds the Lease (or always,
+// without leader election). Losing the Lease ends the process with an
+// error: a clean restart is the only safe way back to follower, because the
+// controller's caches and expectations assumed it was alone.
+func runController(ctx context.Context, o *serveOptions, c *clients, ctrl controllerRunner) error {
+	if !o.leaderElect {
+		return ctrl.Run(ctx, o.controllerWorkers)
+	}
+	identity, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("leader election identity: %w", err)
+	}
+	identity = fmt.Sprintf("%s_%d", identity, os.Getpid())
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.namespace, o.leaderElectionID,
+		c.kube.CoreV1(), c.kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+	if err != nil {
+		return fmt.Errorf("leader election lock: %w", err)
+	}
+	runErr := make(chan error, 1)
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.leaseDuration,
+		RenewDeadline:   o.renewDeadline,
+		RetryPeriod:     o.retryPeriod,
+		ReleaseOnCancel: true,
+		Name:            o.leaderElectionID,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				klog.InfoS("Became leader, starting the controller", "identity", identity)
+				runErr <- ctrl.Run(ctx, o.controllerWorkers)
+			},
+			OnStoppedLeading: func() { klog.InfoS("Stopped leading", "identity", identity) },
+		},
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	select {
+	case err := <-runErr:
+		if err != nil {
+			return err
+		}
+	default:
+	}
+	return errors.New("lost the leader election lease")
+}

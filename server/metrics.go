@@ -1,0 +1,72 @@
+package server
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+)
+
+// requestMetrics count and time every request on the HTTPS listener by route
+// template (never by raw path, which a client controls).
+type requestMetrics struct {
+	duration *prometheus.HistogramVec
+}
+
+func newRequestMetrics() *requestMetrics {
+	return &requestMetrics{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "everynode",
+			Name:      "http_request_duration_seconds",
+			Help:      "Duration of requests to the webhook and extender routes, by route and status code.",
+			Buckets:   []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route", "code"}),
+	}
+}
+
+func (m *requestMetrics) register(r prometheus.Registerer) error {
+	if err := r.Register(m.duration); err != nil {
+		return fmt.Errorf("register request metrics: %w", err)
+	}
+	return nil
+}
+
+func (m *requestMetrics) instrument(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		m.duration.WithLabelValues(route, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code        int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.code, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// newErrorLog sends net/http's own errors (TLS handshake failures, ...) to
+// klog, where operators look, instead of stderr.
+func newErrorLog(listener string) *log.Logger {
+	return log.New(klogWriter{listener: listener}, "", 0)
+}
+
+type klogWriter struct{ listener string }
+
+func (k klogWriter) Write(p []byte) (int, error) {
+	klog.V(2).InfoS("HTTP server error", "listener", k.listener, "msg", strings.TrimSpace(string(p)))
+	return len(p), nil
+}

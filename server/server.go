@@ -1,0 +1,220 @@
+// Package server is everynode's HTTP front: one HTTPS listener for the
+// admission webhooks and the scheduler extender (the API server and
+// kube-scheduler call it), and one plain-HTTP listener for /healthz, /readyz
+// and /metrics (the kubelet and Prometheus call it). It is the only package
+// that knows gorilla/mux; the parts hand it plain http.Handlers.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+
+	"everynode.io/everynode/certs"
+)
+
+// Routes are the handlers of the HTTPS listener. A nil handler answers 501,
+// so the route table is complete even while a part is switched off.
+type Routes struct {
+	ValidateDaemonSet  http.Handler
+	MutateDaemonSet    http.Handler
+	ValidatePod        http.Handler
+	MutatePod          http.Handler
+	ExtenderFilter     http.Handler
+	ExtenderPrioritize http.Handler
+	ExtenderPreempt    http.Handler
+}
+
+// Check is one readiness condition: nil when ready.
+type Check struct {
+	Name  string
+	Check func() error
+}
+
+// Config configures the two listeners.
+type Config struct {
+	// SecureAddr is the HTTPS listen address, e.g. ":8443".
+	SecureAddr string
+	// HealthAddr is the plain-HTTP listen address for probes and metrics.
+	HealthAddr string
+	// Certificates serve the HTTPS listener; /readyz fails while they have
+	// no valid certificate.
+	Certificates certs.Source
+	Routes       Routes
+	// Ready are extra readiness checks (informer caches synced, ...).
+	Ready []Check
+	// Gatherer is what /metrics exposes; Registerer is where the server
+	// registers its own request metrics.
+	Gatherer   prometheus.Gatherer
+	Registerer prometheus.Registerer
+	// Profiling adds /debug/pprof to the health listener.
+	Profiling bool
+}
+
+// MaxBodyBytes caps every request body on the HTTPS listener. The webhook
+// transport has its own, smaller limit (the API server's 7 MiB object cap)
+// and answers 413 itself; this outer cap only stops a stream that never ends.
+const MaxBodyBytes = 8 << 20
+
+// Server runs both listeners.
+type Server struct {
+	secure, health *http.Server
+}
+
+// New checks cfg and builds the server; it listens only in Run.
+func New(cfg Config) (*Server, error) {
+	if cfg.Certificates == nil {
+		return nil, errors.New("server: no certificate source")
+	}
+	if cfg.SecureAddr == "" || cfg.HealthAddr == "" {
+		return nil, errors.New("server: both listen addresses are required")
+	}
+	if cfg.Gatherer == nil || cfg.Registerer == nil {
+		return nil, errors.New("server: a metrics registry is required")
+	}
+	metrics := newRequestMetrics()
+	if err := metrics.register(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	secure := &http.Server{
+		Addr:              cfg.SecureAddr,
+		Handler:           http.MaxBytesHandler(secureRouter(cfg.Routes, metrics), MaxBodyBytes),
+		TLSConfig:         certs.TLSConfig(cfg.Certificates),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		// An empty, non-nil map turns HTTP/2 off even if a client offers
+		// it: NextProtos already says http/1.1 only.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		ErrorLog:     newErrorLog("https"),
+	}
+	health := &http.Server{
+		Addr:              cfg.HealthAddr,
+		Handler:           healthRouter(cfg),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		MaxHeaderBytes:    1 << 16,
+		ErrorLog:          newErrorLog("health"),
+	}
+	return &Server{secure: secure, health: health}, nil
+}
+
+func secureRouter(r Routes, m *requestMetrics) http.Handler {
+	router := mux.NewRouter()
+	routes := []struct {
+		path string
+		h    http.Handler
+	}{
+		{"/validate/daemonset", r.ValidateDaemonSet},
+		{"/mutate/daemonset", r.MutateDaemonSet},
+		{"/validate/pod", r.ValidatePod},
+		{"/mutate/pod", r.MutatePod},
+		{"/extender/filter", r.ExtenderFilter},
+		{"/extender/prioritize", r.ExtenderPrioritize},
+		{"/extender/preempt", r.ExtenderPreempt},
+	}
+	for _, rt := range routes {
+		h := rt.h
+		if h == nil {
+			h = notImplemented(rt.path)
+		}
+		router.Handle(rt.path, m.instrument(rt.path, h)).Methods(http.MethodPost)
+	}
+	router.NotFoundHandler = m.instrument("other", http.NotFoundHandler())
+	router.MethodNotAllowedHandler = m.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "only POST is allowed here", http.StatusMethodNotAllowed)
+	}))
+	return router
+}
+
+func notImplemented(path string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, path+" is not enabled in this everynode", http.StatusNotImplemented)
+	})
+}
+
+func healthRouter(cfg Config) http.Handler {
+	router := mux.NewRouter()
+	router.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	checks := append([]Check{{Name: "certificate", Check: cfg.Certificates.Healthy}}, cfg.Ready...)
+	router.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		var failed []byte
+		for _, c := range checks {
+			if err := c.Check(); err != nil {
+				failed = fmt.Appendf(failed, "[-]%s: %v\n", c.Name, err)
+			}
+		}
+		if failed != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write(failed)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	router.Handle("/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	if cfg.Profiling {
+		router.HandleFunc("/debug/pprof/", pprof.Index)
+		router.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		router.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		router.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		router.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		router.PathPrefix("/debug/pprof/").HandlerFunc(pprof.Index)
+	}
+	return router
+}
+
+// Run listens on both addresses and serves until ctx ends, then shuts down
+// gracefully: in-flight admission reviews and extender calls finish (up to
+// 20 s) before Run returns. A listener that fails to start or dies stops
+// both.
+func (s *Server) Run(ctx context.Context) error {
+	secureLn, err := net.Listen("tcp", s.secure.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.secure.Addr, err)
+	}
+	healthLn, err := net.Listen("tcp", s.health.Addr)
+	if err != nil {
+		_ = secureLn.Close()
+		return fmt.Errorf("listen on %s: %w", s.health.Addr, err)
+	}
+	return s.serve(ctx, secureLn, healthLn)
+}
+
+func (s *Server) serve(ctx context.Context, secureLn, healthLn net.Listener) error {
+	errs := make(chan error, 2)
+	go func() { errs <- s.secure.ServeTLS(secureLn, "", "") }()
+	go func() { errs <- s.health.Serve(healthLn) }()
+	klog.InfoS("Serving", "https", secureLn.Addr().String(), "health", healthLn.Addr().String())
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errs:
+		runErr = fmt.Errorf("listener stopped: %w", runErr)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	klog.InfoS("Shutting down HTTP servers")
+	if err := s.secure.Shutdown(shutdownCtx); err != nil && runErr == nil {
+		runErr = fmt.Errorf("shut down https server: %w", err)
+	}
+	if err := s.health.Shutdown(shutdownCtx); err != nil && runErr == nil {
+		runErr = fmt.Errorf("shut down health server: %w", err)
+	}
+	return runErr
+}
