@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 	kubeinformers "k8s.io/client-go/informers"
 
 	everynodeinformers "everynode.io/everynode/client/informers/externalversions"
+	"everynode.io/everynode/controller"
+	"everynode.io/everynode/index"
 	"everynode.io/everynode/server"
 )
 
@@ -29,11 +32,30 @@ type parts struct {
 
 // buildParts wires every part to the shared informers. Informers must be
 // requested here, before the factories start.
-func buildParts(cfg partsConfig) (*parts, error) {
-	nodes := cfg.kubeFactory.Core().V1().Nodes().Informer()
-	pods := cfg.podFactory.Core().V1().Pods().Informer()
-	sets := cfg.setFactory.Everynode().V1alpha1().DaemonSets().Informer()
+func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
+	nodeInformer := cfg.kubeFactory.Core().V1().Nodes()
+	podInformer := cfg.podFactory.Core().V1().Pods()
+	setInformer := cfg.setFactory.Everynode().V1alpha1().DaemonSets()
+	nodes, pods, sets := nodeInformer.Informer(), podInformer.Informer(), setInformer.Informer()
+	if err := index.AddPodIndexers(pods); err != nil {
+		return nil, err
+	}
+
+	ctrl, err := controller.New(ctx, controller.Config{
+		KubeClient: cfg.clients.kube,
+		Client:     cfg.clients.everynode,
+		DaemonSets: setInformer,
+		Pods:       podInformer,
+		Nodes:      nodeInformer,
+		Revisions:  cfg.kubeFactory.Apps().V1().ControllerRevisions(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	controller.RegisterMetrics(cfg.registry)
+
 	p := &parts{
+		controller: ctrl,
 		synced: func() error {
 			if !nodes.HasSynced() || !pods.HasSynced() || !sets.HasSynced() {
 				return errors.New("informer caches not synced yet")

@@ -123,7 +123,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		}))
 	setFactory := everynodeinformers.NewSharedInformerFactory(c.everynode, 0)
 
-	p, err := buildParts(partsConfig{
+	p, err := buildParts(ctx, partsConfig{
 		opts: o, clients: c, registry: registry,
 		kubeFactory: kubeFactory, podFactory: daemonPodFactory, setFactory: setFactory,
 	})

@@ -1,0 +1,173 @@
+package controller
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Condition reasons of DaemonSetStatus.Conditions. They are part of the API
+// that users, `kubectl everynode rollout status` and alerts read.
+const (
+	// ReasonAllPodsAvailable: Available is True.
+	ReasonAllPodsAvailable = "AllPodsAvailable"
+	// ReasonRolloutComplete: Progressing is True and nothing is left to
+	// update (nodes held by partition or a canary selector excepted).
+	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonRollingUpdate: Progressing is True and pods are being replaced.
+	ReasonRollingUpdate = "RollingUpdate"
+	// ReasonOnDelete: Progressing is True; old pods are replaced only when
+	// someone deletes them (updateStrategy OnDelete).
+	ReasonOnDelete = "OnDelete"
+	// ReasonPaused: Progressing is False because rollingUpdate.paused.
+	ReasonPaused = "Paused"
+
+	// Reasons of a False condition, from the most to the least telling.
+	ReasonNodesNotReady    = "NodesNotReady"
+	ReasonPodsCrashLooping = "PodsCrashLooping"
+	ReasonImagePullBackOff = "ImagePullBackOff"
+	ReasonPodsFailed       = "PodsFailed"
+	ReasonPodsPending      = "PodsPending"
+	ReasonPodsNotReady     = "PodsNotReady"
+	ReasonMinReadySeconds  = "MinReadySeconds"
+	ReasonPodsMissing      = "PodsMissing"
+)
+
+// trouble is why a node that should run the set has no available pod.
+type trouble int
+
+const (
+	troubleNodeNotReady trouble = iota
+	troubleCrashLoop
+	troubleImagePull
+	troubleFailed
+	troublePending
+	troubleNotReady
+	troubleMinReady
+	troubleMissing
+	numTroubles
+)
+
+// stuck tells the troubles that hold a rollout up (Progressing False) from
+// those every rollout passes through (Progressing stays True).
+func (t trouble) stuck() bool { return t <= troublePending }
+
+var troubleInfo = [numTroubles]struct {
+	reason, what string
+	nodes        bool // names are nodes, not pods
+}{
+	troubleNodeNotReady: {ReasonNodesNotReady, "nodes NotReady", true},
+	troubleCrashLoop:    {ReasonPodsCrashLooping, "pods in CrashLoopBackOff", false},
+	troubleImagePull:    {ReasonImagePullBackOff, "pods unable to pull their image", false},
+	troubleFailed:       {ReasonPodsFailed, "pods Failed", false},
+	troublePending:      {ReasonPodsPending, "pods Pending", false},
+	troubleNotReady:     {ReasonPodsNotReady, "pods not Ready", false},
+	troubleMinReady:     {ReasonMinReadySeconds, "pods Ready for less than minReadySeconds", false},
+	troubleMissing:      {ReasonPodsMissing, "nodes without a pod yet", true},
+}
+
+// maxNamedInMessage is how many names a condition message lists per
+// trouble; the rest are counted.
+const maxNamedInMessage = 3
+
+// namedCount counts items and keeps the few smallest names, so messages are
+// the same whatever order the nodes came in (a status is written only when
+// it changes).
+type namedCount struct {
+	count int
+	names []string
+}
+
+func (n *namedCount) add(name string) {
+	n.count++
+	i := sort.SearchStrings(n.names, name)
+	if i >= maxNamedInMessage {
+		return
+	}
+	n.names = append(n.names, "")
+	copy(n.names[i+1:], n.names[i:])
+	n.names[i] = name
+	if len(n.names) > maxNamedInMessage {
+		n.names = n.names[:maxNamedInMessage]
+	}
+}
+
+func (n *namedCount) String() string {
+	s := strings.Join(n.names, ", ")
+	if more := n.count - len(n.names); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
+}
+
+// troubles collects, per kind, the nodes or pods that are not available.
+type troubles [numTroubles]namedCount
+
+func (ts *troubles) add(t trouble, name string) { ts[t].add(name) }
+
+// first returns the most telling trouble present, limited to stuck ones if
+// stuckOnly; ok is false if there is none.
+func (ts *troubles) first(stuckOnly bool) (trouble, bool) {
+	for t := trouble(0); t < numTroubles; t++ {
+		if ts[t].count > 0 && (!stuckOnly || t.stuck()) {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+// summary lists every trouble present, as "nodes NotReady: a, b; pods
+// Pending: x and 4 more".
+func (ts *troubles) summary() string {
+	var parts []string
+	for t := trouble(0); t < numTroubles; t++ {
+		if ts[t].count > 0 {
+			parts = append(parts, troubleInfo[t].what+": "+ts[t].String())
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// classify says why pod, the oldest pod on a node that should run the set,
+// is not available.
+func classify(node *corev1.Node, pod *corev1.Pod, ready bool) trouble {
+	switch {
+	case node != nil && !nodeReady(node):
+		return troubleNodeNotReady
+	case pod.Status.Phase == corev1.PodFailed:
+		return troubleFailed
+	}
+	if reason := waitingReason(pod); reason != "" {
+		switch reason {
+		case "CrashLoopBackOff":
+			return troubleCrashLoop
+		case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+			return troubleImagePull
+		}
+	}
+	switch {
+	case pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "":
+		return troublePending
+	case ready:
+		return troubleMinReady
+	}
+	return troubleNotReady
+}
+
+// waitingReason returns the first waiting reason among the pod's
+// containers that points at a broken pod rather than one starting up.
+func waitingReason(pod *corev1.Pod) string {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range list {
+			if w := list[i].State.Waiting; w != nil {
+				switch w.Reason {
+				case "CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+					return w.Reason
+				}
+			}
+		}
+	}
+	return ""
+}

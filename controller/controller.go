@@ -1,0 +1,278 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/client/clientset/versioned"
+	everynodescheme "everynode.io/everynode/client/clientset/versioned/scheme"
+	everynodeinformers "everynode.io/everynode/client/informers/externalversions/everynode/v1alpha1"
+	everynodelisters "everynode.io/everynode/client/listers/everynode/v1alpha1"
+	"everynode.io/everynode/index"
+)
+
+const (
+	// Name is the controller's name: the event source component and the
+	// work queue name.
+	Name = "everynode-controller"
+
+	// BurstReplicas caps the pod creations (and deletions) of one sync, as
+	// upstream: large enough to fill a big cluster quickly, small enough not
+	// to flood the API server when every create fails the same way.
+	BurstReplicas = 250
+
+	// slowStartInitialBatchSize is the first create batch; batches double
+	// after each one that fully succeeds (upstream SlowStartInitialBatchSize).
+	slowStartInitialBatchSize = 1
+
+	// Failed pods are recreated after a per-node backoff from 1s to 15m.
+	failedPodBackoffInitial = time.Second
+	failedPodBackoffMax     = 15 * time.Minute
+	backoffGCInterval       = time.Minute
+
+	// statusUpdateRetries is how often a conflicting status write is retried
+	// on a freshly read set before the sync fails and is requeued.
+	statusUpdateRetries = 1
+)
+
+// Config holds what New needs. The informers must not have been started
+// yet: New adds event handlers and indexes to them.
+type Config struct {
+	// KubeClient creates and deletes pods and ControllerRevisions and
+	// records events.
+	KubeClient kubernetes.Interface
+	// Client updates DaemonSet status.
+	Client versioned.Interface
+
+	// DaemonSets, Pods, Nodes and Revisions are the shared informers the
+	// controller reads. Pods gets the index package's indexes.
+	DaemonSets everynodeinformers.DaemonSetInformer
+	Pods       coreinformers.PodInformer
+	Nodes      coreinformers.NodeInformer
+	Revisions  appsinformers.ControllerRevisionInformer
+
+	// Recorder records events on sets. Optional: when nil the controller
+	// makes its own, writing events through KubeClient while Run runs.
+	Recorder record.EventRecorder
+	// Clock is optional, for tests.
+	Clock clock.WithTicker
+	// BurstReplicas caps creations and deletions per sync; 0 means
+	// BurstReplicas.
+	BurstReplicas int
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.KubeClient == nil {
+		errs = append(errs, errors.New("KubeClient is required"))
+	}
+	if c.Client == nil {
+		errs = append(errs, errors.New("Client is required"))
+	}
+	if c.DaemonSets == nil || c.Pods == nil || c.Nodes == nil || c.Revisions == nil {
+		errs = append(errs, errors.New("the DaemonSets, Pods, Nodes and Revisions informers are required"))
+	}
+	if c.BurstReplicas < 0 {
+		errs = append(errs, fmt.Errorf("BurstReplicas must not be negative, got %d", c.BurstReplicas))
+	}
+	return errors.Join(errs...)
+}
+
+// Controller keeps every everynode DaemonSet's pods, revisions and status
+// in line with its spec. Make it with New and start it with Run.
+type Controller struct {
+	kubeClient kubernetes.Interface
+	client     versioned.Interface
+
+	setLister  everynodelisters.DaemonSetLister
+	setIndexer cache.Indexer
+	podIndexer cache.Indexer
+	nodeLister corelisters.NodeLister
+	revIndexer cache.Indexer
+	synced     []cache.InformerSynced
+
+	// queue holds sets to sync; nodeQueue holds nodes whose change may
+	// concern some sets, resolved to those sets by a node worker so that
+	// event handlers stay O(1).
+	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	nodeQueue workqueue.TypedRateLimitingInterface[string]
+
+	recorder    record.EventRecorder
+	broadcaster record.EventBroadcaster // nil when the recorder was given
+
+	podControl    PodControl
+	expectations  *expectations
+	failedBackoff *flowcontrol.Backoff
+	clock         clock.WithTicker
+	burstReplicas int
+
+	// syncHandler is sync, replaceable in tests of the queue plumbing.
+	syncHandler func(ctx context.Context, key cache.ObjectName) error
+}
+
+// New makes a controller from cfg and registers its event handlers and
+// indexes on the informers. Call it before the informer factories start.
+func New(ctx context.Context, cfg Config) (*Controller, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("everynode controller config: %w", err)
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	burst := cfg.BurstReplicas
+	if burst == 0 {
+		burst = BurstReplicas
+	}
+	c := &Controller{
+		kubeClient: cfg.KubeClient,
+		client:     cfg.Client,
+		setLister:  cfg.DaemonSets.Lister(),
+		setIndexer: cfg.DaemonSets.Informer().GetIndexer(),
+		podIndexer: cfg.Pods.Informer().GetIndexer(),
+		nodeLister: cfg.Nodes.Lister(),
+		revIndexer: cfg.Revisions.Informer().GetIndexer(),
+		synced: []cache.InformerSynced{
+			cfg.DaemonSets.Informer().HasSynced,
+			cfg.Pods.Informer().HasSynced,
+			cfg.Nodes.Informer().HasSynced,
+			cfg.Revisions.Informer().HasSynced,
+		},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name, MetricsProvider: queueMetrics{}, Clock: clk},
+		),
+		nodeQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name + "-nodes", MetricsProvider: queueMetrics{}, Clock: clk},
+		),
+		expectations: newExpectations(clk),
+		// "Fake" only means "with this clock": the real one in production.
+		failedBackoff: flowcontrol.NewFakeBackOff(failedPodBackoffInitial, failedPodBackoffMax, clk),
+		clock:         clk,
+		burstReplicas: burst,
+	}
+	c.recorder = cfg.Recorder
+	if c.recorder == nil {
+		c.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+		c.recorder = c.broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: Name})
+	}
+	c.podControl = realPodControl{client: cfg.KubeClient, recorder: c.recorder}
+	c.syncHandler = c.sync
+
+	if err := index.AddPodIndexers(cfg.Pods.Informer()); err != nil {
+		return nil, err
+	}
+	if err := addSetIndexers(cfg.DaemonSets.Informer()); err != nil {
+		return nil, err
+	}
+	if err := addRevisionIndexers(cfg.Revisions.Informer()); err != nil {
+		return nil, err
+	}
+	if err := c.addEventHandlers(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// eventScheme knows both the built-in kinds and everynode's, so events can
+// reference a DaemonSet of everynode.io/v1alpha1.
+func eventScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(kubescheme.AddToScheme(s))
+	utilruntime.Must(everynodescheme.AddToScheme(s))
+	return s
+}
+
+// Run waits for the informer caches, then syncs sets with workers
+// goroutines (and as many node workers) until ctx is done. It returns an
+// error only when the caches never sync.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	if workers < 1 {
+		return fmt.Errorf("everynode controller: workers must be at least 1, got %d", workers)
+	}
+	logger := klog.FromContext(ctx)
+	if c.broadcaster != nil {
+		c.broadcaster.StartStructuredLogging(3)
+		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")})
+		defer c.broadcaster.Shutdown()
+	}
+
+	var wg sync.WaitGroup
+	defer func() {
+		logger.Info("Shutting down everynode controller")
+		c.queue.ShutDown()
+		c.nodeQueue.ShutDown()
+		wg.Wait()
+	}()
+
+	logger.Info("Starting everynode controller", "workers", workers)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return fmt.Errorf("everynode controller: informer caches did not sync: %w", context.Cause(ctx))
+	}
+	for i := 0; i < workers; i++ {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runNodeWorker, time.Second) })
+	}
+	wg.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { c.failedBackoff.GC() }, backoffGCInterval) })
+	<-ctx.Done()
+	return nil
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+// processNextWorkItem syncs one set; it returns false when the queue shuts
+// down.
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	start := c.clock.Now()
+	err := c.syncHandler(ctx, key)
+	syncDuration.WithLabelValues(resultLabel(err)).Observe(c.clock.Since(start).Seconds())
+	if err == nil {
+		c.queue.Forget(key)
+		return true
+	}
+	utilruntime.HandleErrorWithContext(ctx, err, "Error syncing DaemonSet; requeuing", "daemonset", key.String())
+	c.queue.AddRateLimited(key)
+	return true
+}
+
+// enqueue adds a set to the queue.
+func (c *Controller) enqueue(ds *everynodev1alpha1.DaemonSet) {
+	c.queue.Add(cache.MetaObjectToName(ds))
+}
+
+// enqueueAfter adds a set to the queue after d.
+func (c *Controller) enqueueAfter(ds *everynodev1alpha1.DaemonSet, d time.Duration) {
+	c.queue.AddAfter(cache.MetaObjectToName(ds), d)
+}

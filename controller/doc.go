@@ -1,0 +1,27 @@
+// Package controller is everynode's slim DaemonSet controller: it keeps one
+// pod of every everynode.io/v1alpha1 DaemonSet on each node that should run
+// it, rolls out template changes, keeps ControllerRevisions for rollback and
+// reports status, following k8s.io/kubernetes/pkg/controller/daemon.
+//
+// What differs from upstream, by design (shared/DESIGN.md):
+//   - Pods are created without nodeName or node affinity, carrying only the
+//     target node in an annotation; the pod webhook pins them. A pod counts
+//     as a set's pod only when it has the daemon-pod label and a controller
+//     reference to the set: no orphan adoption.
+//   - Node events touch only the sets that can care about the node (an index
+//     of sets by nodeName and nodeSelector, and the pods already on the
+//     node), never every set in the cluster.
+//   - Expectations track creations per node and deletions per pod, so a late
+//     or unrelated informer event can never be mistaken for one we wait on.
+//   - Rolling updates add partition, a canary node selector and pause.
+//
+// The files split by concern: controller.go (construction, Run, workers),
+// handlers.go, nodes.go and indexes.go (informer events and lookups),
+// sync.go (one set's sync), view.go (the per-sync snapshot), manage.go and
+// syncnodes.go (per-node create/delete, slow start), rollingupdate.go,
+// history.go (ControllerRevisions; the pure part is in package revision),
+// status.go and conditions.go, podcontrol.go, expectations.go, metrics.go,
+// events.go. The decisions (planNode, planRollingUpdate, computeStatus) are
+// pure functions over the snapshot; the informer and API code around them
+// is thin.
+package controller

@@ -1,0 +1,25 @@
+package controller
+
+// Event reasons the controller records on a DaemonSet. They are part of the
+// user interface (`kubectl describe`, `kubectl get events`): keep them stable.
+const (
+	// ReasonSuccessfulCreate: a daemon pod was created for a node.
+	ReasonSuccessfulCreate = "SuccessfulCreate"
+	// ReasonFailedCreate: creating a daemon pod failed.
+	ReasonFailedCreate = "FailedCreate"
+	// ReasonSuccessfulDelete: a daemon pod was deleted.
+	ReasonSuccessfulDelete = "SuccessfulDelete"
+	// ReasonFailedDelete: deleting a daemon pod failed.
+	ReasonFailedDelete = "FailedDelete"
+	// ReasonFailedDaemonPod: a daemon pod failed and is deleted to be
+	// recreated, subject to a per-node backoff.
+	ReasonFailedDaemonPod = "FailedDaemonPod"
+	// ReasonSucceededDaemonPod: a daemon pod exited successfully and is
+	// deleted to be recreated (daemons are meant to run forever).
+	ReasonSucceededDaemonPod = "SucceededDaemonPod"
+	// ReasonSelectingAll: the set's selector is empty; it is not synced.
+	ReasonSelectingAll = "SelectingAll"
+	// ReasonRevisionCollision: the revision name of the set's template was
+	// taken by different data; collisionCount was raised.
+	ReasonRevisionCollision = "RevisionCollision"
+)

@@ -1,0 +1,586 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	everynodefake "everynode.io/everynode/client/clientset/versioned/fake"
+	"everynode.io/everynode/client/informers/externalversions"
+	"everynode.io/everynode/controller/revision"
+)
+
+// t0 is the fake clock's start: tests never read the real time.
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+const ns = "default"
+
+// klogDiscard is the logger handlers get in tests.
+var klogDiscard = logr.Discard()
+
+// fixture is a controller over fake clientsets whose informers are never
+// started: tests fill the indexers, call sync directly, and move what the
+// fake API server holds into the indexers with syncCaches (the informer's
+// job), which also calls the controller's handlers as the informer would.
+type fixture struct {
+	t        testing.TB
+	ctx      context.Context
+	kube     *kubefake.Clientset
+	client   *everynodefake.Clientset
+	c        *Controller
+	clock    *testingclock.FakeClock
+	recorder *record.FakeRecorder
+
+	podInf, nodeInf, revInf, setInf cache.SharedIndexInformer
+	podSeq                          atomic.Int64
+	queue                           *recordingQueue
+}
+
+// delayed is one AddAfter call.
+type delayed struct {
+	key   string
+	after time.Duration
+}
+
+// recordingQueue records AddAfter calls, which a fake clock would otherwise
+// only reveal asynchronously.
+type recordingQueue struct {
+	workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	mu      sync.Mutex
+	delayed []delayed
+}
+
+func (q *recordingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
+	q.mu.Lock()
+	q.delayed = append(q.delayed, delayed{key.String(), d})
+	q.mu.Unlock()
+	q.TypedRateLimitingInterface.AddAfter(key, d)
+}
+
+// takeDelayed returns and forgets the recorded AddAfter calls.
+func (q *recordingQueue) takeDelayed() []delayed {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.delayed
+	q.delayed = nil
+	return out
+}
+
+// drain returns the keys ready in the queue, sorted, and empties it.
+func (q *recordingQueue) drain() []string {
+	var out []string
+	for q.Len() > 0 {
+		k, _ := q.Get()
+		out = append(out, k.String())
+		q.Done(k)
+		q.Forget(k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// drainNodes processes the node queue as the node worker would.
+func (f *fixture) drainNodes() {
+	f.t.Helper()
+	for f.c.nodeQueue.Len() > 0 {
+		name, _ := f.c.nodeQueue.Get()
+		if err := f.c.syncNode(f.ctx, name); err != nil {
+			f.t.Fatalf("syncNode %s: %v", name, err)
+		}
+		f.c.nodeQueue.Done(name)
+	}
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	f := &fixture{
+		t:        t,
+		ctx:      context.Background(),
+		kube:     kubefake.NewSimpleClientset(),
+		client:   everynodefake.NewSimpleClientset(),
+		clock:    testingclock.NewFakeClock(t0),
+		recorder: record.NewFakeRecorder(10000),
+	}
+	// The fake API server does not implement generateName, UIDs or
+	// creation timestamps; the real one does and the controller relies on
+	// them.
+	f.kube.PrependReactor("create", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		obj, ok := action.(clienttesting.CreateAction).GetObject().(metav1.Object)
+		if !ok {
+			return false, nil, nil
+		}
+		n := f.podSeq.Add(1)
+		if obj.GetName() == "" && obj.GetGenerateName() != "" {
+			obj.SetName(fmt.Sprintf("%s%05d", obj.GetGenerateName(), n))
+		}
+		if obj.GetUID() == "" {
+			obj.SetUID(types.UID(fmt.Sprintf("uid-%d", n)))
+		}
+		obj.SetCreationTimestamp(metav1.NewTime(f.clock.Now()))
+		return false, nil, nil
+	})
+
+	kubeInf := informers.NewSharedInformerFactory(f.kube, 0)
+	setInf := externalversions.NewSharedInformerFactory(f.client, 0)
+	cfg := Config{
+		KubeClient: f.kube,
+		Client:     f.client,
+		DaemonSets: setInf.Everynode().V1alpha1().DaemonSets(),
+		Pods:       kubeInf.Core().V1().Pods(),
+		Nodes:      kubeInf.Core().V1().Nodes(),
+		Revisions:  kubeInf.Apps().V1().ControllerRevisions(),
+		Recorder:   f.recorder,
+		Clock:      f.clock,
+	}
+	c, err := New(f.ctx, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	f.queue = &recordingQueue{TypedRateLimitingInterface: c.queue}
+	c.queue = f.queue
+	t.Cleanup(func() { c.queue.ShutDown(); c.nodeQueue.ShutDown() })
+	f.c = c
+	f.podInf = cfg.Pods.Informer()
+	f.nodeInf = cfg.Nodes.Informer()
+	f.revInf = cfg.Revisions.Informer()
+	f.setInf = cfg.DaemonSets.Informer()
+	return f
+}
+
+// add stores objects in the fake API server and in the informer caches.
+func (f *fixture) add(objs ...runtime.Object) {
+	f.t.Helper()
+	for _, obj := range objs {
+		var (
+			err error
+			inf cache.SharedIndexInformer
+		)
+		switch o := obj.(type) {
+		case *everynodev1alpha1.DaemonSet:
+			err, inf = f.client.Tracker().Add(o), f.setInf
+		case *corev1.Pod:
+			err, inf = f.kube.Tracker().Add(o), f.podInf
+		case *corev1.Node:
+			err, inf = f.kube.Tracker().Add(o), f.nodeInf
+		case *appsv1.ControllerRevision:
+			err, inf = f.kube.Tracker().Add(o), f.revInf
+		default:
+			f.t.Fatalf("add: unexpected %T", obj)
+		}
+		if err != nil {
+			f.t.Fatalf("add %T: %v", obj, err)
+		}
+		if err := inf.GetIndexer().Add(obj); err != nil {
+			f.t.Fatalf("index %T: %v", obj, err)
+		}
+	}
+}
+
+// update replaces objects in the fake API server and the caches.
+func (f *fixture) update(objs ...runtime.Object) {
+	f.t.Helper()
+	for _, obj := range objs {
+		var (
+			err error
+			inf cache.SharedIndexInformer
+		)
+		switch o := obj.(type) {
+		case *everynodev1alpha1.DaemonSet:
+			err, inf = f.client.Tracker().Update(everynodev1alpha1.SchemeGroupVersion.WithResource("daemonsets"), o, o.Namespace), f.setInf
+		case *corev1.Pod:
+			err, inf = f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), o, o.Namespace), f.podInf
+		case *corev1.Node:
+			err, inf = f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("nodes"), o, ""), f.nodeInf
+		default:
+			f.t.Fatalf("update: unexpected %T", obj)
+		}
+		if err != nil {
+			f.t.Fatalf("update %T: %v", obj, err)
+		}
+		if err := inf.GetIndexer().Update(obj); err != nil {
+			f.t.Fatalf("index %T: %v", obj, err)
+		}
+	}
+}
+
+// removeNode deletes a node from the API server and the cache and calls
+// the handler, as the informer would.
+func (f *fixture) removeNode(name string) {
+	f.t.Helper()
+	obj, exists, err := f.nodeInf.GetIndexer().GetByKey(name)
+	if err != nil || !exists {
+		f.t.Fatalf("node %s not cached: %v", name, err)
+	}
+	_ = f.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("nodes"), "", name)
+	if err := f.nodeInf.GetIndexer().Delete(obj); err != nil {
+		f.t.Fatal(err)
+	}
+	f.c.deleteNode(klogDiscard, obj)
+}
+
+// syncCaches makes the caches show what the fake API server holds, calling
+// the pod handlers for pods that appeared or went, as an informer would.
+func (f *fixture) syncCaches() {
+	f.t.Helper()
+	podObjs, err := f.kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := range podObjs.(*corev1.PodList).Items {
+		pod := &podObjs.(*corev1.PodList).Items[i]
+		key := cache.MetaObjectToName(pod).String()
+		seen[key] = true
+		old, exists, _ := f.podInf.GetIndexer().GetByKey(key)
+		_ = f.podInf.GetIndexer().Update(pod)
+		if !exists {
+			f.c.addPod(klogDiscard, pod)
+		} else if old.(*corev1.Pod).ResourceVersion != pod.ResourceVersion {
+			f.c.updatePod(klogDiscard, old, pod)
+		}
+	}
+	for _, obj := range f.podInf.GetIndexer().List() {
+		pod := obj.(*corev1.Pod)
+		if !seen[cache.MetaObjectToName(pod).String()] {
+			_ = f.podInf.GetIndexer().Delete(pod)
+			f.c.deletePod(klogDiscard, pod)
+		}
+	}
+
+	revObjs, err := f.kube.Tracker().List(appsv1.SchemeGroupVersion.WithResource("controllerrevisions"), appsv1.SchemeGroupVersion.WithKind("ControllerRevision"), "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var revs []interface{}
+	for i := range revObjs.(*appsv1.ControllerRevisionList).Items {
+		revs = append(revs, &revObjs.(*appsv1.ControllerRevisionList).Items[i])
+	}
+	if err := f.revInf.GetIndexer().Replace(revs, ""); err != nil {
+		f.t.Fatal(err)
+	}
+
+	setObjs, err := f.client.Tracker().List(everynodev1alpha1.SchemeGroupVersion.WithResource("daemonsets"), everynodev1alpha1.SchemeGroupVersion.WithKind("DaemonSet"), "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var sets []interface{}
+	for i := range setObjs.(*everynodev1alpha1.DaemonSetList).Items {
+		sets = append(sets, &setObjs.(*everynodev1alpha1.DaemonSetList).Items[i])
+	}
+	if err := f.setInf.GetIndexer().Replace(sets, ""); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// sync runs one sync of ds after clearing the recorded API actions, so the
+// actions afterwards are this sync's.
+func (f *fixture) sync(ds *everynodev1alpha1.DaemonSet) error {
+	f.kube.ClearActions()
+	f.client.ClearActions()
+	return f.c.sync(f.ctx, cache.MetaObjectToName(ds))
+}
+
+// mustSync is sync that fails the test on error.
+func (f *fixture) mustSync(ds *everynodev1alpha1.DaemonSet) {
+	f.t.Helper()
+	if err := f.sync(ds); err != nil {
+		f.t.Fatalf("sync: %v", err)
+	}
+}
+
+// settle syncs and lets the caches catch up until a sync does nothing more
+// (bounded, so a controller that never settles fails the test).
+func (f *fixture) settle(ds *everynodev1alpha1.DaemonSet) {
+	f.t.Helper()
+	for i := 0; i < 20; i++ {
+		f.mustSync(ds)
+		changed := len(f.podCreates()) > 0 || len(f.podDeletes()) > 0
+		f.syncCaches()
+		if !changed {
+			return
+		}
+	}
+	f.t.Fatalf("set %s did not settle", ds.Name)
+}
+
+// podCreates returns the pods created by the last sync.
+func (f *fixture) podCreates() []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, a := range f.kube.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "pods" {
+			out = append(out, a.(clienttesting.CreateAction).GetObject().(*corev1.Pod))
+		}
+	}
+	return out
+}
+
+// createdNodes returns the target nodes of the pods created by the last
+// sync, sorted.
+func (f *fixture) createdNodes() []string {
+	var out []string
+	for _, p := range f.podCreates() {
+		out = append(out, p.Annotations[everynodev1alpha1.AnnotationTargetNode])
+	}
+	sort.Strings(out)
+	return out
+}
+
+// podDeletes returns the names of the pods deleted by the last sync, sorted.
+func (f *fixture) podDeletes() []string {
+	var out []string
+	for _, a := range f.kube.Actions() {
+		if a.GetVerb() == "delete" && a.GetResource().Resource == "pods" {
+			out = append(out, a.(clienttesting.DeleteAction).GetName())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// statusUpdates returns the statuses written by the last sync.
+func (f *fixture) statusUpdates() []everynodev1alpha1.DaemonSetStatus {
+	var out []everynodev1alpha1.DaemonSetStatus
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+			out = append(out, a.(clienttesting.UpdateAction).GetObject().(*everynodev1alpha1.DaemonSet).Status)
+		}
+	}
+	return out
+}
+
+// set returns the set as the fake API server holds it.
+func (f *fixture) set(ds *everynodev1alpha1.DaemonSet) *everynodev1alpha1.DaemonSet {
+	f.t.Helper()
+	got, err := f.client.EverynodeV1alpha1().DaemonSets(ds.Namespace).Get(f.ctx, ds.Name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return got
+}
+
+// cachedSet returns the set as the cache holds it.
+func (f *fixture) cachedSet(ds *everynodev1alpha1.DaemonSet) *everynodev1alpha1.DaemonSet {
+	f.t.Helper()
+	got, err := f.c.setLister.DaemonSets(ds.Namespace).Get(ds.Name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return got
+}
+
+// podsOnNodes returns, per node, the names of the set's live pods in the
+// fake API server.
+func (f *fixture) podsOnNodes() map[string][]string {
+	f.t.Helper()
+	list, err := f.kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, p := range list.(*corev1.PodList).Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		n := p.Spec.NodeName
+		if n == "" {
+			n = p.Annotations[everynodev1alpha1.AnnotationTargetNode]
+		}
+		out[n] = append(out[n], p.Name)
+	}
+	return out
+}
+
+// events drains the recorded events.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func hasEvent(events []string, prefix string) bool {
+	for _, e := range events {
+		if strings.HasPrefix(e, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// --- objects ---
+
+func newNode(name string, labels map[string]string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, ResourceVersion: "1"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+		}},
+	}
+}
+
+func addNodes(f *fixture, n int) []*corev1.Node {
+	var out []*corev1.Node
+	for i := 0; i < n; i++ {
+		node := newNode(fmt.Sprintf("node-%d", i), nil)
+		f.add(node)
+		out = append(out, node)
+	}
+	return out
+}
+
+func newSet(name string) *everynodev1alpha1.DaemonSet {
+	labels := map[string]string{"app": name}
+	return &everynodev1alpha1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: ns, UID: types.UID("uid-set-" + name),
+			Generation: 1, ResourceVersion: "1",
+		},
+		Spec: everynodev1alpha1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "agent", Image: "agent:1"}},
+				},
+			},
+			UpdateStrategy: everynodev1alpha1.DaemonSetUpdateStrategy{
+				Type: appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &everynodev1alpha1.RollingUpdateDaemonSet{
+					MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+					MaxSurge:       ptr.To(intstr.FromInt32(0)),
+				},
+			},
+			RevisionHistoryLimit: ptr.To[int32](10),
+		},
+	}
+}
+
+// podOpt changes a pod made by newPod.
+type podOpt func(*corev1.Pod)
+
+var podSeq atomic.Int64
+
+// newPod returns a pod of ds on node made from revision hash, as the
+// controller and the webhook would leave it once scheduled: bound, Running
+// and Ready since t0 - 1h (so available whatever minReadySeconds).
+func newPod(ds *everynodev1alpha1.DaemonSet, node, hash string, opts ...podOpt) *corev1.Pod {
+	pod := NewPod(ds, node, hash)
+	n := podSeq.Add(1)
+	pod.Name = fmt.Sprintf("%s-%s-%d", ds.Name, node, n)
+	pod.UID = types.UID(fmt.Sprintf("uid-pod-%d", n))
+	pod.ResourceVersion = "1"
+	pod.CreationTimestamp = metav1.NewTime(t0.Add(-2 * time.Hour))
+	pod.Spec.NodeName = node
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodReady, Status: corev1.ConditionTrue,
+		LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour)),
+	}}
+	for _, o := range opts {
+		o(pod)
+	}
+	return pod
+}
+
+func notReady(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }
+
+func readySince(t time.Time) podOpt {
+	return func(p *corev1.Pod) { p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t) }
+}
+
+func createdAt(t time.Time) podOpt {
+	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(t) }
+}
+
+func phase(ph corev1.PodPhase) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.Phase = ph
+		if ph != corev1.PodRunning {
+			p.Status.Conditions[0].Status = corev1.ConditionFalse
+		}
+	}
+}
+
+func unbound(p *corev1.Pod) { p.Spec.NodeName = "" }
+
+// addSetWithRevision adds ds and its current revision (number 1), as after
+// a first sync, and returns the hash.
+func addSetWithRevision(f *fixture, ds *everynodev1alpha1.DaemonSet) string {
+	f.t.Helper()
+	hash := revision.HashOf(ds)
+	rev, err := revision.New(ds, hash, 1)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.add(ds, rev)
+	return hash
+}
+
+func sortStrings(s []string) { sort.Strings(s) }
+
+// runPods plays kubelet for every pod in the fake API server: binds it to
+// its target node, and makes it Running and Ready since now. Then the
+// caches catch up.
+func (f *fixture) runPods() {
+	f.t.Helper()
+	list, err := f.kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range list.(*corev1.PodList).Items {
+		p := &list.(*corev1.PodList).Items[i]
+		if p.Status.Phase == corev1.PodRunning {
+			continue
+		}
+		p.Spec.NodeName = p.Annotations[everynodev1alpha1.AnnotationTargetNode]
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(f.clock.Now())}}
+		p.ResourceVersion = fmt.Sprint(f.podSeq.Add(1))
+		if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.syncCaches()
+}
+
+// changeTemplate updates the set's image, as a user would, in the API
+// server and the cache, and returns the new copy.
+func (f *fixture) changeTemplate(ds *everynodev1alpha1.DaemonSet, image string) *everynodev1alpha1.DaemonSet {
+	f.t.Helper()
+	ds = f.set(ds).DeepCopy()
+	ds.Spec.Template.Spec.Containers[0].Image = image
+	ds.Generation++
+	f.update(ds)
+	return ds
+}
+
+func ptrTime(t time.Time) *metav1.Time { return &metav1.Time{Time: t} }
+
+func revisionHash(ds *everynodev1alpha1.DaemonSet) string { return revision.HashOf(ds) }

@@ -1,0 +1,234 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
+)
+
+// addEventHandlers wires the informers to the queues. Every handler is
+// cheap: it resolves at most the owner of one object, or the pods of one
+// node through the index, and enqueues.
+func (c *Controller) addEventHandlers(ctx context.Context, cfg Config) error {
+	logger := klog.FromContext(ctx)
+	if _, err := cfg.DaemonSets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.addSet(logger, obj) },
+		UpdateFunc: func(old, cur interface{}) { c.updateSet(logger, old, cur) },
+		DeleteFunc: func(obj interface{}) { c.deleteSet(logger, obj) },
+	}); err != nil {
+		return fmt.Errorf("add DaemonSet event handler: %w", err)
+	}
+	if _, err := cfg.Pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.addPod(logger, obj) },
+		UpdateFunc: func(old, cur interface{}) { c.updatePod(logger, old, cur) },
+		DeleteFunc: func(obj interface{}) { c.deletePod(logger, obj) },
+	}); err != nil {
+		return fmt.Errorf("add pod event handler: %w", err)
+	}
+	if _, err := cfg.Nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.addNode(logger, obj) },
+		UpdateFunc: func(old, cur interface{}) { c.updateNode(logger, old, cur) },
+		DeleteFunc: func(obj interface{}) { c.deleteNode(logger, obj) },
+	}); err != nil {
+		return fmt.Errorf("add node event handler: %w", err)
+	}
+	if _, err := cfg.Revisions.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur interface{}) { c.updateRevision(logger, old, cur) },
+		DeleteFunc: func(obj interface{}) { c.deleteRevision(logger, obj) },
+	}); err != nil {
+		return fmt.Errorf("add ControllerRevision event handler: %w", err)
+	}
+	return nil
+}
+
+// fromTombstone unwraps the object of a delete event whose final state the
+// informer missed.
+func fromTombstone[T any](obj interface{}) (T, bool) {
+	if t, ok := obj.(T); ok {
+		return t, true
+	}
+	var zero T
+	tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
+	if !ok {
+		utilruntime.HandleError(fmt.Errorf("unexpected object in delete event: %T", obj))
+		return zero, false
+	}
+	t, ok := tombstone.Obj.(T)
+	if !ok {
+		utilruntime.HandleError(fmt.Errorf("unexpected object in tombstone %s: %T", tombstone.Key, tombstone.Obj))
+		return zero, false
+	}
+	return t, true
+}
+
+func (c *Controller) addSet(logger klog.Logger, obj interface{}) {
+	ds, ok := obj.(*everynodev1alpha1.DaemonSet)
+	if !ok {
+		return
+	}
+	logger.V(4).Info("Adding DaemonSet", "daemonset", klog.KObj(ds))
+	c.enqueue(ds)
+}
+
+func (c *Controller) updateSet(logger klog.Logger, old, cur interface{}) {
+	oldDS, ok1 := old.(*everynodev1alpha1.DaemonSet)
+	curDS, ok2 := cur.(*everynodev1alpha1.DaemonSet)
+	if !ok1 || !ok2 {
+		return
+	}
+	if oldDS.UID != curDS.UID {
+		// Deleted and recreated between two events: the old set's pending
+		// pods are not the new one's.
+		c.expectations.forget(cache.MetaObjectToName(oldDS))
+	}
+	logger.V(4).Info("Updating DaemonSet", "daemonset", klog.KObj(curDS))
+	c.enqueue(curDS)
+}
+
+func (c *Controller) deleteSet(logger klog.Logger, obj interface{}) {
+	ds, ok := fromTombstone[*everynodev1alpha1.DaemonSet](obj)
+	if !ok {
+		return
+	}
+	logger.V(4).Info("Deleting DaemonSet", "daemonset", klog.KObj(ds))
+	// Its pods and revisions go with the garbage collector (owner
+	// references); only our own memory of it must go.
+	c.expectations.forget(cache.MetaObjectToName(ds))
+	c.enqueue(ds)
+}
+
+// ownerRef returns the controller reference of obj if it points to an
+// everynode DaemonSet (any version of the group).
+func ownerRef(obj metav1.Object) *metav1.OwnerReference {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != controllerKind.Kind {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != controllerKind.Group {
+		return nil
+	}
+	return ref
+}
+
+// resolveOwner returns the set that controls obj, or nil if none does: the
+// controller reference must name an existing set with the same UID.
+func (c *Controller) resolveOwner(obj metav1.Object) *everynodev1alpha1.DaemonSet {
+	ref := ownerRef(obj)
+	if ref == nil {
+		return nil
+	}
+	ds, err := c.setLister.DaemonSets(obj.GetNamespace()).Get(ref.Name)
+	if err != nil || ds.UID != ref.UID {
+		return nil
+	}
+	return ds
+}
+
+func (c *Controller) addPod(logger klog.Logger, obj interface{}) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || !placement.IsDaemonPod(pod) {
+		return
+	}
+	if pod.DeletionTimestamp != nil {
+		// Seen for the first time already terminating (after a restart):
+		// never a creation we wait for.
+		c.deletePod(logger, pod)
+		return
+	}
+	ds := c.resolveOwner(pod)
+	if ds == nil {
+		return
+	}
+	if node, ok := placement.TargetNode(pod); ok {
+		c.expectations.creationObserved(cache.MetaObjectToName(ds), node)
+	}
+	logger.V(4).Info("Pod added", "pod", klog.KObj(pod), "daemonset", klog.KObj(ds))
+	c.enqueue(ds)
+}
+
+func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
+	oldPod, ok1 := old.(*corev1.Pod)
+	curPod, ok2 := cur.(*corev1.Pod)
+	if !ok1 || !ok2 || curPod.ResourceVersion == oldPod.ResourceVersion {
+		// A resync, not a change.
+		return
+	}
+	if !placement.IsDaemonPod(curPod) && !placement.IsDaemonPod(oldPod) {
+		return
+	}
+	if curPod.DeletionTimestamp != nil {
+		// A graceful delete starts: act now rather than when the kubelet
+		// finishes, as upstream.
+		c.deletePod(logger, curPod)
+		return
+	}
+	if oldDS := c.resolveOwner(oldPod); oldDS != nil && !placement.IsDaemonPod(curPod) {
+		// The pod left the set (label removed): the set must notice.
+		c.enqueue(oldDS)
+	}
+	if !placement.IsDaemonPod(curPod) {
+		return
+	}
+	ds := c.resolveOwner(curPod)
+	if ds == nil {
+		return
+	}
+	logger.V(4).Info("Pod updated", "pod", klog.KObj(curPod), "daemonset", klog.KObj(ds))
+	c.enqueue(ds)
+	if ds.Spec.MinReadySeconds > 0 && !placement.IsPodReady(oldPod) && placement.IsPodReady(curPod) {
+		// Sync again once the pod has been ready long enough to count as
+		// available; the extra second absorbs clock skew (upstream #39785).
+		c.enqueueAfter(ds, time.Duration(ds.Spec.MinReadySeconds)*time.Second+time.Second)
+	}
+}
+
+func (c *Controller) deletePod(logger klog.Logger, obj interface{}) {
+	pod, ok := fromTombstone[*corev1.Pod](obj)
+	if !ok || !placement.IsDaemonPod(pod) {
+		return
+	}
+	ds := c.resolveOwner(pod)
+	if ds == nil {
+		return
+	}
+	c.expectations.deletionObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(pod).String())
+	logger.V(4).Info("Pod deleted", "pod", klog.KObj(pod), "daemonset", klog.KObj(ds))
+	c.enqueue(ds)
+}
+
+func (c *Controller) updateRevision(logger klog.Logger, old, cur interface{}) {
+	oldRev, ok1 := old.(*appsv1.ControllerRevision)
+	curRev, ok2 := cur.(*appsv1.ControllerRevision)
+	if !ok1 || !ok2 || oldRev.ResourceVersion == curRev.ResourceVersion {
+		return
+	}
+	for _, r := range []*appsv1.ControllerRevision{oldRev, curRev} {
+		if ds := c.resolveOwner(r); ds != nil {
+			logger.V(4).Info("ControllerRevision updated", "controllerRevision", klog.KObj(r), "daemonset", klog.KObj(ds))
+			c.enqueue(ds)
+		}
+	}
+}
+
+func (c *Controller) deleteRevision(logger klog.Logger, obj interface{}) {
+	rev, ok := fromTombstone[*appsv1.ControllerRevision](obj)
+	if !ok {
+		return
+	}
+	if ds := c.resolveOwner(rev); ds != nil {
+		logger.V(4).Info("ControllerRevision deleted", "controllerRevision", klog.KObj(rev), "daemonset", klog.KObj(ds))
+		c.enqueue(ds)
+	}
+}

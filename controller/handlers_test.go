@@ -1,0 +1,236 @@
+package controller
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/client/informers/externalversions"
+	"everynode.io/everynode/placement"
+)
+
+func TestPodHandlers(t *testing.T) {
+	tests := map[string]struct {
+		event        func(f *fixture, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod)
+		wantQueued   []string
+		wantDelayed  []time.Duration
+		wantObserved bool
+	}{
+		"daemon pod added: creation observed": {
+			event:        func(f *fixture, _ *everynodev1alpha1.DaemonSet, pod *corev1.Pod) { f.c.addPod(klogDiscard, pod) },
+			wantQueued:   []string{"default/agent"},
+			wantObserved: true,
+		},
+		"other pod added: ignored": {
+			event: func(f *fixture, _ *everynodev1alpha1.DaemonSet, pod *corev1.Pod) {
+				delete(pod.Labels, everynodev1alpha1.LabelDaemonPod)
+				f.c.addPod(klogDiscard, pod)
+			},
+		},
+		"pod of a replaced set: ignored": {
+			event: func(f *fixture, _ *everynodev1alpha1.DaemonSet, pod *corev1.Pod) {
+				pod.OwnerReferences[0].UID = "old"
+				f.c.addPod(klogDiscard, pod)
+			},
+		},
+		"resync (same resourceVersion): ignored": {
+			event: func(f *fixture, _ *everynodev1alpha1.DaemonSet, pod *corev1.Pod) {
+				f.c.updatePod(klogDiscard, pod, pod)
+			},
+		},
+		"turns ready with minReadySeconds: synced now and after": {
+			event: func(f *fixture, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod) {
+				old := pod.DeepCopy()
+				notReady(old)
+				pod.ResourceVersion = "2"
+				f.c.updatePod(klogDiscard, old, pod)
+			},
+			wantQueued:  []string{"default/agent"},
+			wantDelayed: []time.Duration{11 * time.Second},
+		},
+		"graceful delete starts: deletion observed": {
+			event: func(f *fixture, _ *everynodev1alpha1.DaemonSet, pod *corev1.Pod) {
+				cur := pod.DeepCopy()
+				cur.ResourceVersion = "2"
+				cur.DeletionTimestamp = ptrTime(t0)
+				f.c.updatePod(klogDiscard, pod, cur)
+			},
+			wantQueued:   []string{"default/agent"},
+			wantObserved: true,
+		},
+		"deleted, seen through a tombstone": {
+			event: func(f *fixture, _ *everynodev1alpha1.DaemonSet, pod *corev1.Pod) {
+				f.c.deletePod(klogDiscard, cache.DeletedFinalStateUnknown{Key: "default/" + pod.Name, Obj: pod})
+			},
+			wantQueued:   []string{"default/agent"},
+			wantObserved: true,
+		},
+		"daemon label removed: the set notices": {
+			event: func(f *fixture, _ *everynodev1alpha1.DaemonSet, pod *corev1.Pod) {
+				cur := pod.DeepCopy()
+				cur.ResourceVersion = "2"
+				delete(cur.Labels, everynodev1alpha1.LabelDaemonPod)
+				f.c.updatePod(klogDiscard, pod, cur)
+			},
+			wantQueued: []string{"default/agent"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			ds := newSet("agent")
+			ds.Spec.MinReadySeconds = 10
+			f.add(ds)
+			pod := newPod(ds, "node-0", "h")
+			key := cache.MetaObjectToName(ds)
+			f.c.expectations.expectCreations(key, []string{"node-0"})
+			f.c.expectations.expectDeletions(key, []string{"default/" + pod.Name})
+
+			tc.event(f, ds, pod)
+			if got := f.queue.drain(); !reflect.DeepEqual(got, tc.wantQueued) {
+				t.Errorf("queued %v, want %v", got, tc.wantQueued)
+			}
+			var delays []time.Duration
+			for _, d := range f.queue.takeDelayed() {
+				delays = append(delays, d.after)
+			}
+			if !reflect.DeepEqual(delays, tc.wantDelayed) {
+				t.Errorf("delayed %v, want %v", delays, tc.wantDelayed)
+			}
+			creates, deletes := f.c.expectations.pending(key)
+			if got := creates+deletes < 2; got != tc.wantObserved {
+				t.Errorf("an expectation observed = %v, want %v", got, tc.wantObserved)
+			}
+		})
+	}
+}
+
+func TestSetHandlers(t *testing.T) {
+	f := newFixture(t)
+	ds := newSet("agent")
+	key := cache.MetaObjectToName(ds)
+	f.c.expectations.expectCreations(key, []string{"a"})
+	recreated := ds.DeepCopy()
+	recreated.UID = "new"
+	f.c.updateSet(klogDiscard, ds, recreated)
+	if !f.c.expectations.satisfied(key) {
+		t.Error("expectations of a replaced set kept")
+	}
+	f.c.expectations.expectCreations(key, []string{"a"})
+	f.c.deleteSet(klogDiscard, cache.DeletedFinalStateUnknown{Key: key.String(), Obj: ds})
+	if !f.c.expectations.satisfied(key) {
+		t.Error("expectations of a deleted set kept")
+	}
+	if got := f.queue.drain(); !reflect.DeepEqual(got, []string{"default/agent"}) {
+		t.Errorf("queued %v", got)
+	}
+}
+
+func TestRevisionHandlers(t *testing.T) {
+	f := newFixture(t)
+	ds := newSet("agent")
+	f.add(ds)
+	rev := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{
+		Name: "agent-1", Namespace: ns, ResourceVersion: "1",
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, controllerKind)},
+	}}
+	f.c.updateRevision(klogDiscard, rev, rev)
+	if got := f.queue.drain(); got != nil {
+		t.Errorf("resync queued %v", got)
+	}
+	cur := rev.DeepCopy()
+	cur.ResourceVersion = "2"
+	f.c.updateRevision(klogDiscard, rev, cur)
+	f.c.deleteRevision(klogDiscard, cur)
+	if got := f.queue.drain(); !reflect.DeepEqual(got, []string{"default/agent"}) {
+		t.Errorf("queued %v, want the owner", got)
+	}
+	foreign := cur.DeepCopy()
+	foreign.OwnerReferences[0].APIVersion = "apps/v1"
+	f.c.deleteRevision(klogDiscard, foreign)
+	if got := f.queue.drain(); got != nil {
+		t.Errorf("an apps/v1 DaemonSet's revision queued %v", got)
+	}
+}
+
+// TestNewPod checks the pod contract with the webhook (shared/DESIGN.md).
+func TestNewPod(t *testing.T) {
+	ds := newSet("agent")
+	ds.Spec.Template.Annotations = map[string]string{"a": "b"}
+	ds.Spec.Template.Spec.SchedulerName = "custom"
+	ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}
+	orig := ds.DeepCopy()
+	pod := NewPod(ds, "node-7", "abc")
+
+	if pod.GenerateName != "agent-" || pod.Name != "" || pod.Namespace != ns {
+		t.Errorf("name %q generateName %q namespace %q", pod.Name, pod.GenerateName, pod.Namespace)
+	}
+	wantLabels := map[string]string{"app": "agent", "controller-revision-hash": "abc", "everynode.io/daemon-pod": "true"}
+	if !reflect.DeepEqual(pod.Labels, wantLabels) {
+		t.Errorf("labels = %v, want %v", pod.Labels, wantLabels)
+	}
+	if want := map[string]string{"a": "b", "everynode.io/node-name": "node-7"}; !reflect.DeepEqual(pod.Annotations, want) {
+		t.Errorf("annotations = %v, want %v", pod.Annotations, want)
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.APIVersion != "everynode.io/v1alpha1" || ref.Kind != "DaemonSet" || ref.Name != "agent" ||
+		ref.UID != ds.UID || !ptr.Deref(ref.BlockOwnerDeletion, false) {
+		t.Errorf("controller ref = %+v", ref)
+	}
+	// Pinned by affinity, never by nodeName: the scheduler must still see it.
+	if pod.Spec.NodeName != "" {
+		t.Errorf("nodeName %q: the scheduler binds daemon pods", pod.Spec.NodeName)
+	}
+	if want := placement.PinToNode(nil, "node-7"); !reflect.DeepEqual(pod.Spec.Affinity, want) {
+		t.Errorf("affinity %v, want %v", pod.Spec.Affinity, want)
+	}
+	wantTolerations := append([]corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}, placement.DaemonTolerations(false)...)
+	if pod.Spec.SchedulerName != "custom" || !reflect.DeepEqual(pod.Spec.Tolerations, wantTolerations) {
+		t.Errorf("schedulerName %q tolerations %v, want the template's plus the daemon defaults", pod.Spec.SchedulerName, pod.Spec.Tolerations)
+	}
+	if !reflect.DeepEqual(ds, orig) {
+		t.Error("NewPod changed the set")
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	f := newFixture(t)
+	tests := map[string]struct {
+		mod     func(*Config)
+		wantErr string
+	}{
+		"no kube client":    {mod: func(c *Config) { c.KubeClient = nil }, wantErr: "KubeClient"},
+		"no clientset":      {mod: func(c *Config) { c.Client = nil }, wantErr: "Client is required"},
+		"no informer":       {mod: func(c *Config) { c.Nodes = nil }, wantErr: "informers are required"},
+		"negative burst":    {mod: func(c *Config) { c.BurstReplicas = -1 }, wantErr: "BurstReplicas"},
+		"complete is valid": {mod: func(*Config) {}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			kubeInf := informers.NewSharedInformerFactory(f.kube, 0)
+			cfg := Config{
+				KubeClient: f.kube, Client: f.client,
+				DaemonSets: externalversions.NewSharedInformerFactory(f.client, 0).Everynode().V1alpha1().DaemonSets(),
+				Pods:       kubeInf.Core().V1().Pods(), Nodes: kubeInf.Core().V1().Nodes(), Revisions: kubeInf.Apps().V1().ControllerRevisions(),
+			}
+			tc.mod(&cfg)
+			err := cfg.validate()
+			if (err != nil) != (tc.wantErr != "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("validate() = %v, want error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+	if _, err := New(context.Background(), Config{}); err == nil {
+		t.Error("New accepted an empty config")
+	}
+}

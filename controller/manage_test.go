@@ -1,0 +1,227 @@
+package controller
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+)
+
+func taint(key string, effect corev1.TaintEffect) func(*corev1.Node) {
+	return func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: effect}) }
+}
+
+func cordon(n *corev1.Node) {
+	n.Spec.Unschedulable = true
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
+}
+
+func label(k, v string) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[k] = v
+	}
+}
+
+// TestManagePerNode covers the per-node decisions: which nodes get a pod
+// and which pods go, for every kind of node and pod state.
+func TestManagePerNode(t *testing.T) {
+	deleting := func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: t0} }
+	tests := map[string]struct {
+		nodes      map[string][]func(*corev1.Node)
+		set        func(*everynodev1alpha1.DaemonSet)
+		pods       func(ds *everynodev1alpha1.DaemonSet, hash string) []*corev1.Pod
+		wantCreate []string
+		wantDelete []int // indexes into pods
+	}{
+		"no pods: one per node": {
+			nodes:      map[string][]func(*corev1.Node){"a": nil, "b": nil, "c": nil},
+			wantCreate: []string{"a", "b", "c"},
+		},
+		"nothing to do": {
+			nodes: map[string][]func(*corev1.Node){"a": nil, "b": nil},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{newPod(ds, "a", h), newPod(ds, "b", h)}
+			},
+		},
+		"node selector: only labelled nodes": {
+			nodes: map[string][]func(*corev1.Node){"a": {label("pool", "x")}, "b": nil},
+			set: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "x"}
+			},
+			wantCreate: []string{"a"},
+		},
+		"node labelled out of the selector: pod deleted": {
+			nodes: map[string][]func(*corev1.Node){"a": {label("pool", "x")}, "b": {label("pool", "y")}},
+			set: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "x"}
+			},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{newPod(ds, "a", h), newPod(ds, "b", h)}
+			},
+			wantDelete: []int{1},
+		},
+		"required node affinity": {
+			nodes: map[string][]func(*corev1.Node){"a": {label("zone", "z1")}, "b": {label("zone", "z2")}},
+			set: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"z2"}}},
+					}}},
+				}}
+			},
+			wantCreate: []string{"b"},
+		},
+		"NoSchedule taint: no new pod": {
+			nodes: map[string][]func(*corev1.Node){"a": {taint("dedicated", corev1.TaintEffectNoSchedule)}, "b": nil},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{newPod(ds, "b", h)}
+			},
+		},
+		"NoSchedule taint: running pod stays": {
+			nodes: map[string][]func(*corev1.Node){"a": {taint("dedicated", corev1.TaintEffectNoSchedule)}},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{newPod(ds, "a", h)}
+			},
+		},
+		"NoExecute taint: pod removed": {
+			nodes: map[string][]func(*corev1.Node){"a": {taint("evict", corev1.TaintEffectNoExecute)}, "b": nil},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{newPod(ds, "a", h), newPod(ds, "b", h)}
+			},
+			wantDelete: []int{0},
+		},
+		"tolerated NoExecute taint: pod stays and is created": {
+			nodes: map[string][]func(*corev1.Node){"a": {taint("evict", corev1.TaintEffectNoExecute)}, "b": {taint("evict", corev1.TaintEffectNoExecute)}},
+			set: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "evict", Operator: corev1.TolerationOpExists}}
+			},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{newPod(ds, "a", h)}
+			},
+			wantCreate: []string{"b"},
+		},
+		"not-ready NoExecute taint is tolerated by default": {
+			nodes:      map[string][]func(*corev1.Node){"a": {taint(corev1.TaintNodeNotReady, corev1.TaintEffectNoExecute)}},
+			wantCreate: []string{"a"},
+		},
+		"cordoned node still gets a pod": {
+			nodes:      map[string][]func(*corev1.Node){"a": {cordon}},
+			wantCreate: []string{"a"},
+		},
+		"duplicate pods: oldest kept": {
+			nodes: map[string][]func(*corev1.Node){"a": nil},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{
+					newPod(ds, "a", h, createdAt(t0.Add(-time.Minute))),
+					newPod(ds, "a", h, createdAt(t0.Add(-time.Hour))),
+					newPod(ds, "a", h, createdAt(t0.Add(-time.Second))),
+				}
+			},
+			wantDelete: []int{0, 2},
+		},
+		"duplicate pods: a bound pod beats an older unbound one": {
+			nodes: map[string][]func(*corev1.Node){"a": nil},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{
+					newPod(ds, "a", h, createdAt(t0.Add(-time.Hour)), unbound),
+					newPod(ds, "a", h, createdAt(t0.Add(-time.Minute))),
+				}
+			},
+			wantDelete: []int{0},
+		},
+		"node gone: its pods are deleted, bound or not": {
+			nodes: map[string][]func(*corev1.Node){"a": nil},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{newPod(ds, "a", h), newPod(ds, "gone", h), newPod(ds, "gone2", h, unbound)}
+			},
+			wantDelete: []int{1, 2},
+		},
+		"terminating pod: no replacement until it is gone": {
+			nodes: map[string][]func(*corev1.Node){"a": nil},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{newPod(ds, "a", h, deleting)}
+			},
+		},
+		"succeeded pod is deleted": {
+			nodes: map[string][]func(*corev1.Node){"a": nil},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{newPod(ds, "a", h, phase(corev1.PodSucceeded))}
+			},
+			wantDelete: []int{0},
+		},
+		"finished and deleted pod is ignored: node gets a new one": {
+			nodes: map[string][]func(*corev1.Node){"a": nil},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				return []*corev1.Pod{newPod(ds, "a", h, phase(corev1.PodFailed), deleting)}
+			},
+			wantCreate: []string{"a"},
+		},
+		"hand-made pod with the daemon label is not the set's": {
+			nodes: map[string][]func(*corev1.Node){"a": nil},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				p := newPod(ds, "a", h)
+				p.OwnerReferences = nil
+				return []*corev1.Pod{p}
+			},
+			wantCreate: []string{"a"},
+		},
+		"pod of an earlier set of the same name is not the set's": {
+			nodes: map[string][]func(*corev1.Node){"a": nil},
+			pods: func(ds *everynodev1alpha1.DaemonSet, h string) []*corev1.Pod {
+				p := newPod(ds, "a", h)
+				p.OwnerReferences[0].UID = types.UID("someone-else")
+				return []*corev1.Pod{p}
+			},
+			wantCreate: []string{"a"},
+		},
+		"template nodeName: only that node": {
+			nodes:      map[string][]func(*corev1.Node){"a": nil, "b": nil},
+			set:        func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.NodeName = "b" },
+			wantCreate: []string{"b"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			for n, mods := range tc.nodes {
+				node := newNode(n, nil)
+				for _, m := range mods {
+					m(node)
+				}
+				f.add(node)
+			}
+			ds := newSet("agent")
+			if tc.set != nil {
+				tc.set(ds)
+			}
+			hash := addSetWithRevision(f, ds)
+			var pods []*corev1.Pod
+			if tc.pods != nil {
+				pods = tc.pods(ds, hash)
+			}
+			for _, p := range pods {
+				f.add(p)
+			}
+			f.mustSync(ds)
+			if got := f.createdNodes(); !reflect.DeepEqual(got, tc.wantCreate) {
+				t.Errorf("created on %v, want %v", got, tc.wantCreate)
+			}
+			var wantDelete []string
+			for _, i := range tc.wantDelete {
+				wantDelete = append(wantDelete, pods[i].Name)
+			}
+			sortStrings(wantDelete)
+			if got := f.podDeletes(); !reflect.DeepEqual(got, wantDelete) {
+				t.Errorf("deleted %v, want %v", got, wantDelete)
+			}
+		})
+	}
+}

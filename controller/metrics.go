@@ -1,0 +1,122 @@
+package controller
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// The controller's metrics. They are package variables so that
+// RegisterMetrics can be called before any controller exists; nothing is
+// registered until it is called.
+var (
+	syncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "everynode",
+		Subsystem: "controller",
+		Name:      "sync_duration_seconds",
+		Help:      "Time to sync one DaemonSet, by result (success or error).",
+		Buckets:   prometheus.ExponentialBuckets(0.001, 2, 15),
+	}, []string{"result"})
+
+	podsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "everynode",
+		Subsystem: "controller",
+		Name:      "pods_created_total",
+		Help:      "Daemon pods the controller asked the API server to create, by result (success or error).",
+	}, []string{"result"})
+
+	podsDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "everynode",
+		Subsystem: "controller",
+		Name:      "pods_deleted_total",
+		Help:      "Daemon pods the controller asked the API server to delete, by result (success or error).",
+	}, []string{"result"})
+
+	queueDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "everynode", Subsystem: "workqueue", Name: "depth",
+		Help: "Current depth of the controller's work queue.",
+	}, []string{"name"})
+	queueAdds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "everynode", Subsystem: "workqueue", Name: "adds_total",
+		Help: "Items added to the controller's work queue.",
+	}, []string{"name"})
+	queueLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "everynode", Subsystem: "workqueue", Name: "queue_duration_seconds",
+		Help:    "How long an item stays in the work queue before it is processed.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	}, []string{"name"})
+	queueWork = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "everynode", Subsystem: "workqueue", Name: "work_duration_seconds",
+		Help:    "How long processing one item from the work queue takes.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	}, []string{"name"})
+	queueUnfinished = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "everynode", Subsystem: "workqueue", Name: "unfinished_work_seconds",
+		Help: "Seconds of work in progress not yet observed by work_duration_seconds; a large value means a stuck worker.",
+	}, []string{"name"})
+	queueLongest = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "everynode", Subsystem: "workqueue", Name: "longest_running_processor_seconds",
+		Help: "How long the longest running worker has been processing its item.",
+	}, []string{"name"})
+	queueRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "everynode", Subsystem: "workqueue", Name: "retries_total",
+		Help: "Items requeued after a failed sync.",
+	}, []string{"name"})
+)
+
+// RegisterMetrics registers the controller's metrics (sync duration, pods
+// created and deleted, work queue depth, latency and retries) with r. It is
+// safe to call more than once with the same registerer; any other
+// registration error is a programming error and panics, as MustRegister.
+func RegisterMetrics(r prometheus.Registerer) {
+	for _, c := range []prometheus.Collector{
+		syncDuration, podsCreated, podsDeleted,
+		queueDepth, queueAdds, queueLatency, queueWork, queueUnfinished, queueLongest, queueRetries,
+	} {
+		if err := r.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				continue
+			}
+			panic(err)
+		}
+	}
+}
+
+// queueMetrics feeds client-go's work queue instrumentation into the
+// controller's Prometheus metrics, without touching the process-global
+// workqueue metrics provider that other parts of the binary may set.
+type queueMetrics struct{}
+
+var _ workqueue.MetricsProvider = queueMetrics{}
+
+func (queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return queueDepth.WithLabelValues(name)
+}
+func (queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
+	return queueAdds.WithLabelValues(name)
+}
+func (queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	return queueLatency.WithLabelValues(name)
+}
+func (queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	return queueWork.WithLabelValues(name)
+}
+func (queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return queueUnfinished.WithLabelValues(name)
+}
+func (queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return queueLongest.WithLabelValues(name)
+}
+func (queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
+	return queueRetries.WithLabelValues(name)
+}
+
+// resultLabel is the "result" label value of err.
+func resultLabel(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "success"
+}

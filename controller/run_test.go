@@ -1,0 +1,114 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	everynodefake "everynode.io/everynode/client/clientset/versioned/fake"
+	"everynode.io/everynode/client/informers/externalversions"
+)
+
+// TestRun wires the controller to running informers over fake clientsets
+// and checks that it follows nodes coming and going. It waits for outcomes
+// with a generous bound (a failure, never a timing measurement).
+func TestRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kube := kubefake.NewSimpleClientset(newNode("a", nil), newNode("b", nil))
+	var seq atomic.Int64
+	kube.PrependReactor("create", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		pod := action.(clienttesting.CreateAction).GetObject().(*corev1.Pod)
+		n := seq.Add(1)
+		pod.Name = fmt.Sprintf("%s%d", pod.GenerateName, n)
+		pod.UID = types.UID(fmt.Sprint("pod-", n))
+		return false, nil, nil
+	})
+	ds := newSet("agent")
+	client := everynodefake.NewSimpleClientset(ds)
+	kubeInf := informers.NewSharedInformerFactory(kube, 0)
+	setInf := externalversions.NewSharedInformerFactory(client, 0)
+	c, err := New(ctx, Config{
+		KubeClient: kube, Client: client,
+		DaemonSets: setInf.Everynode().V1alpha1().DaemonSets(),
+		Pods:       kubeInf.Core().V1().Pods(),
+		Nodes:      kubeInf.Core().V1().Nodes(),
+		Revisions:  kubeInf.Apps().V1().ControllerRevisions(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeInf.Start(ctx.Done())
+	setInf.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 2) }()
+
+	waitFor := func(what string, cond func(pods []corev1.Pod) bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			return cond(list.Items), nil
+		})
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	onNodes := func(pods []corev1.Pod) map[string]int {
+		out := map[string]int{}
+		for _, p := range pods {
+			out[p.Annotations["everynode.io/node-name"]]++
+		}
+		return out
+	}
+	waitFor("a pod on a and b", func(pods []corev1.Pod) bool {
+		m := onNodes(pods)
+		return len(pods) == 2 && m["a"] == 1 && m["b"] == 1
+	})
+	if _, err := kube.CoreV1().Nodes().Create(ctx, newNode("c", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("a pod on c", func(pods []corev1.Pod) bool { return len(pods) == 3 && onNodes(pods)["c"] == 1 })
+	if err := kube.CoreV1().Nodes().Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("a's pod gone", func(pods []corev1.Pod) bool { return len(pods) == 2 && onNodes(pods)["a"] == 0 })
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := client.EverynodeV1alpha1().DaemonSets(ns).Get(ctx, "agent", metav1.GetOptions{})
+		return err == nil && got.Status.DesiredNumberScheduled == 2 && got.Status.CurrentNumberScheduled == 2, err
+	})
+	if err != nil {
+		t.Fatalf("status never showed 2 desired and current: %v", err)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run returned %v after cancel, want nil", err)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	f := newFixture(t)
+	if err := f.c.Run(context.Background(), 0); err == nil {
+		t.Error("Run accepted 0 workers")
+	}
+	f2 := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the informers never start: the caches never sync
+	if err := f2.c.Run(ctx, 1); err == nil {
+		t.Error("Run returned nil without synced caches")
+	}
+}

@@ -1,0 +1,254 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/controller/revision"
+	"everynode.io/everynode/placement"
+)
+
+// rollout sums up, per node that should run the set, where the update
+// stands.
+type rollout struct {
+	// pending counts nodes still to be brought to an available pod of the
+	// update revision.
+	pending int
+	// held counts nodes the policy keeps on an old revision.
+	held [holdPartition + 1]int
+}
+
+// computeStatus is the set's status as seen in v, as upstream
+// updateDaemonSetStatus counts it (per node, from its oldest pod), plus
+// everynode's revisions and conditions. observe raises observedGeneration:
+// only a sync that acted on the current spec may. revisions maps the hashes
+// of the set's revisions to their numbers, for currentRevision. It also
+// returns when the next ready pod becomes available (zero if none), for a
+// requeue.
+func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, observe bool) (everynodev1alpha1.DaemonSetStatus, time.Time) {
+	ds := v.ds
+	st := everynodev1alpha1.DaemonSetStatus{
+		ObservedGeneration: ds.Status.ObservedGeneration,
+		CollisionCount:     ds.Status.CollisionCount,
+		UpdateRevision:     v.hash,
+		Conditions:         append([]metav1.Condition(nil), ds.Status.Conditions...),
+	}
+	if observe {
+		st.ObservedGeneration = ds.Generation
+	}
+	var (
+		nextAvailable time.Time
+		ts            troubles
+		ro            rollout
+	)
+	minReady := ds.Spec.MinReadySeconds
+	for i := range v.nodes {
+		ns := &v.nodes[i]
+		if ns.node == nil {
+			// Pods on gone nodes are being deleted; upstream counts only
+			// existing nodes too.
+			continue
+		}
+		scheduled := len(ns.pods) > 0
+		if !ns.decision.ShouldRun {
+			if scheduled {
+				st.NumberMisscheduled++
+			}
+			continue
+		}
+		st.DesiredNumberScheduled++
+		if !scheduled {
+			ro.pending++
+			if !nodeReady(ns.node) {
+				ts.add(troubleNodeNotReady, ns.name)
+			} else {
+				ts.add(troubleMissing, ns.name)
+			}
+			continue
+		}
+		st.CurrentNumberScheduled++
+		pod := ns.pods[0]
+		ready := placement.IsPodReady(pod)
+		available := false
+		if ready {
+			st.NumberReady++
+			if placement.IsPodAvailable(pod, minReady, v.now) {
+				available = true
+				st.NumberAvailable++
+			}
+		}
+		if minReady > 0 {
+			// Any pod of the node turning available matters, not only the
+			// oldest: a surge pod's availability frees its old pod.
+			for _, p := range ns.pods {
+				if at, ok := placement.AvailableAt(p, minReady); ok && at.After(v.now) && (nextAvailable.IsZero() || at.Before(nextAvailable)) {
+					nextAvailable = at
+				}
+			}
+		}
+		if !available {
+			t := classify(ns.node, pod, ready)
+			name := pod.Name
+			if troubleInfo[t].nodes {
+				name = ns.name
+			}
+			ts.add(t, name)
+		}
+		updated := placement.IsPodUpdated(pod, v.hash)
+		if updated {
+			st.UpdatedNumberScheduled++
+		}
+		switch h := pol.holdOf(ns); {
+		case updated && available:
+		case !updated && h != holdNone:
+			ro.held[h]++
+		default:
+			ro.pending++
+		}
+	}
+	st.NumberUnavailable = st.DesiredNumberScheduled - st.NumberAvailable
+	st.CurrentRevision = currentRevision(v, revisions)
+
+	now := metav1.NewTime(v.now)
+	meta.SetStatusCondition(&st.Conditions, availableCondition(&st, &ts, now))
+	meta.SetStatusCondition(&st.Conditions, progressingCondition(&st, &ts, &ro, now))
+	return st, nextAvailable
+}
+
+// currentRevision returns the hash of the oldest revision that a live pod
+// of the set still runs, or the update revision if none.
+func currentRevision(v *setView, revisions map[string]int64) string {
+	oldest, oldestNum := v.hash, revisions[v.hash]
+	for _, pod := range v.allPods {
+		if !placement.IsPodActive(pod) {
+			continue
+		}
+		h := placement.RevisionHash(pod)
+		if num, ok := revisions[h]; ok && num < oldestNum {
+			oldest, oldestNum = h, num
+		}
+	}
+	return oldest
+}
+
+func availableCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, now metav1.Time) metav1.Condition {
+	c := metav1.Condition{
+		Type:               everynodev1alpha1.ConditionAvailable,
+		ObservedGeneration: st.ObservedGeneration,
+		LastTransitionTime: now,
+	}
+	if st.NumberAvailable >= st.DesiredNumberScheduled {
+		c.Status = metav1.ConditionTrue
+		c.Reason = ReasonAllPodsAvailable
+		c.Message = fmt.Sprintf("%d of %d nodes run an available pod", st.NumberAvailable, st.DesiredNumberScheduled)
+		return c
+	}
+	c.Status = metav1.ConditionFalse
+	c.Reason = ReasonPodsNotReady
+	if t, ok := ts.first(false); ok {
+		c.Reason = troubleInfo[t].reason
+	}
+	c.Message = fmt.Sprintf("%d of %d nodes have no available pod: %s", st.NumberUnavailable, st.DesiredNumberScheduled, ts.summary())
+	return c
+}
+
+func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, ro *rollout, now metav1.Time) metav1.Condition {
+	c := metav1.Condition{
+		Type:               everynodev1alpha1.ConditionProgressing,
+		ObservedGeneration: st.ObservedGeneration,
+		LastTransitionTime: now,
+		Status:             metav1.ConditionTrue,
+	}
+	progress := fmt.Sprintf("%d of %d nodes run revision %s", st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.UpdateRevision)
+	held := ""
+	if n := ro.held[holdPartition]; n > 0 {
+		held += fmt.Sprintf("; %d kept on an older revision by partition", n)
+	}
+	if n := ro.held[holdCanary]; n > 0 {
+		held += fmt.Sprintf("; %d outside the canary nodeSelector", n)
+	}
+	switch {
+	case ro.held[holdPaused] > 0:
+		c.Status = metav1.ConditionFalse
+		c.Reason = ReasonPaused
+		c.Message = fmt.Sprintf("rollout paused: %s; %d wait on an older revision", progress, ro.held[holdPaused])
+	case ro.pending == 0 && ro.held[holdOnDelete] > 0:
+		c.Reason = ReasonOnDelete
+		c.Message = fmt.Sprintf("%s; %d run an older revision until their pod is deleted", progress, ro.held[holdOnDelete])
+	case ro.pending == 0:
+		c.Reason = ReasonRolloutComplete
+		c.Message = progress + held
+	default:
+		if t, ok := ts.first(true); ok {
+			c.Status = metav1.ConditionFalse
+			c.Reason = troubleInfo[t].reason
+			c.Message = fmt.Sprintf("rollout waiting: %s%s; %s", progress, held, ts.summary())
+			break
+		}
+		c.Reason = ReasonRollingUpdate
+		c.Message = progress + held
+		if s := ts.summary(); s != "" {
+			c.Message += "; waiting for " + s
+		}
+	}
+	return c
+}
+
+// updateStatus computes the status and writes it through the status
+// subresource if it changed, retrying a conflict once on a fresh copy.
+func (c *Controller) updateStatus(ctx context.Context, v *setView, cur *appsv1.ControllerRevision, old []*appsv1.ControllerRevision, observe bool) error {
+	ds := v.ds
+	pol, err := newRolloutPolicy(v, v.desiredCount())
+	if err != nil {
+		// An invalid policy stops the rollout (rollingUpdate reports it);
+		// the counts are still worth writing.
+		pol = &rolloutPolicy{}
+	}
+	revisions := make(map[string]int64, len(old)+1)
+	for _, r := range old {
+		revisions[r.Labels[revision.HashLabel]] = r.Revision
+	}
+	revisions[cur.Labels[revision.HashLabel]] = cur.Revision
+
+	status, nextAvailable := computeStatus(v, pol, revisions, observe)
+	if !nextAvailable.IsZero() {
+		// Notice the pod turning available; the extra second absorbs clock
+		// skew, as upstream.
+		c.enqueueAfter(ds, nextAvailable.Sub(v.now)+time.Second)
+	}
+	if apiequality.Semantic.DeepEqual(ds.Status, status) {
+		return nil
+	}
+	toUpdate := ds.DeepCopy()
+	for attempt := 0; ; attempt++ {
+		toUpdate.Status = status
+		_, err := c.client.EverynodeV1alpha1().DaemonSets(ds.Namespace).UpdateStatus(ctx, toUpdate, metav1.UpdateOptions{})
+		if err == nil {
+			klog.FromContext(ctx).V(4).Info("Updated DaemonSet status", "daemonset", klog.KObj(ds),
+				"desired", status.DesiredNumberScheduled, "available", status.NumberAvailable, "updated", status.UpdatedNumberScheduled)
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= statusUpdateRetries {
+			return fmt.Errorf("update status of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+		}
+		fresh, getErr := c.client.EverynodeV1alpha1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
+		if getErr != nil {
+			return fmt.Errorf("update status of DaemonSet %s/%s: %w (and re-read failed: %v)", ds.Namespace, ds.Name, err, getErr)
+		}
+		if fresh.UID != ds.UID {
+			return fmt.Errorf("DaemonSet %s/%s was replaced while syncing", ds.Namespace, ds.Name)
+		}
+		// Keep a collisionCount raised meanwhile.
+		status.CollisionCount = fresh.Status.CollisionCount
+		toUpdate = fresh
+	}
+}

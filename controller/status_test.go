@@ -1,0 +1,257 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+)
+
+func crashLooping(p *corev1.Pod) {
+	notReady(p)
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"},
+	}}}
+}
+
+func pending(p *corev1.Pod) {
+	unbound(p)
+	phase(corev1.PodPending)(p)
+}
+
+func TestStatus(t *testing.T) {
+	type want struct {
+		desired, current, misscheduled, ready, available, unavailable, updated int32
+		available_, progressing                                                string // condition "Status/Reason"
+		currentIsOld                                                           bool
+		message                                                                string // substring of the Available message
+	}
+	tests := map[string]struct {
+		nodes int
+		node  func(i int, n *corev1.Node)
+		set   func(*everynodev1alpha1.DaemonSet)
+		pod   func(i int) []podOpt // per node; nil: no pod on that node
+		oldOn map[int]bool         // nodes running the old revision
+		want  want
+	}{
+		"all available": {
+			nodes: 3,
+			want:  want{desired: 3, current: 3, ready: 3, available: 3, updated: 3, available_: "True/AllPodsAvailable", progressing: "True/RolloutComplete"},
+		},
+		"misscheduled: pod on a node that should not run it": {
+			nodes: 3,
+			node: func(i int, n *corev1.Node) {
+				if i == 2 {
+					taint("dedicated", corev1.TaintEffectNoSchedule)(n)
+				}
+			},
+			want: want{desired: 2, current: 2, misscheduled: 1, ready: 2, available: 2, updated: 2, available_: "True/AllPodsAvailable", progressing: "True/RolloutComplete"},
+		},
+		"pod not ready": {
+			nodes: 3,
+			pod: func(i int) []podOpt {
+				if i == 1 {
+					return []podOpt{notReady}
+				}
+				return []podOpt{}
+			},
+			want: want{desired: 3, current: 3, ready: 2, available: 2, unavailable: 1, updated: 3,
+				available_: "False/PodsNotReady", progressing: "True/RollingUpdate", message: "pods not Ready: agent-node-1-"},
+		},
+		"minReadySeconds not yet passed": {
+			nodes: 2,
+			set:   func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.MinReadySeconds = 30 },
+			pod: func(i int) []podOpt {
+				if i == 0 {
+					return []podOpt{readySince(t0.Add(-10 * time.Second))}
+				}
+				return []podOpt{}
+			},
+			want: want{desired: 2, current: 2, ready: 2, available: 1, unavailable: 1, updated: 2,
+				available_: "False/MinReadySeconds", progressing: "True/RollingUpdate"},
+		},
+		"node without a pod": {
+			nodes: 3,
+			pod: func(i int) []podOpt {
+				if i == 0 {
+					return nil
+				}
+				return []podOpt{}
+			},
+			want: want{desired: 3, current: 2, ready: 2, available: 2, unavailable: 1, updated: 2,
+				available_: "False/PodsMissing", progressing: "True/RollingUpdate", message: "nodes without a pod yet: node-0"},
+		},
+		"node NotReady": {
+			nodes: 3,
+			node: func(i int, n *corev1.Node) {
+				if i == 2 {
+					n.Status.Conditions[0].Status = corev1.ConditionUnknown
+				}
+			},
+			pod: func(i int) []podOpt {
+				if i == 2 {
+					return []podOpt{notReady}
+				}
+				return []podOpt{}
+			},
+			want: want{desired: 3, current: 3, ready: 2, available: 2, unavailable: 1, updated: 3,
+				available_: "False/NodesNotReady", progressing: "False/NodesNotReady", message: "nodes NotReady: node-2"},
+		},
+		"crash loop": {
+			nodes: 2,
+			pod: func(i int) []podOpt {
+				if i == 0 {
+					return []podOpt{crashLooping}
+				}
+				return []podOpt{}
+			},
+			want: want{desired: 2, current: 2, ready: 1, available: 1, unavailable: 1, updated: 2,
+				available_: "False/PodsCrashLooping", progressing: "False/PodsCrashLooping", message: "in CrashLoopBackOff"},
+		},
+		"pending pod": {
+			nodes: 2,
+			pod: func(i int) []podOpt {
+				if i == 1 {
+					return []podOpt{pending}
+				}
+				return []podOpt{}
+			},
+			want: want{desired: 2, current: 2, ready: 1, available: 1, unavailable: 1, updated: 2,
+				available_: "False/PodsPending", progressing: "False/PodsPending", message: "pods Pending: agent-node-1-"},
+		},
+		"old revision left by OnDelete": {
+			nodes: 3, oldOn: map[int]bool{0: true, 2: true},
+			set: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.UpdateStrategy = everynodev1alpha1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
+			},
+			want: want{desired: 3, current: 3, ready: 3, available: 3, updated: 1, currentIsOld: true,
+				available_: "True/AllPodsAvailable", progressing: "True/OnDelete"},
+		},
+		"partition holds nodes: rollout complete": {
+			nodes: 3, oldOn: map[int]bool{2: true},
+			set: func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.UpdateStrategy.RollingUpdate.Partition = intOrStr("1") },
+			want: want{desired: 3, current: 3, ready: 3, available: 3, updated: 2, currentIsOld: true,
+				available_: "True/AllPodsAvailable", progressing: "True/RolloutComplete"},
+		},
+		"five NotReady nodes: three named": {
+			nodes: 5,
+			node:  func(i int, n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse },
+			pod:   func(int) []podOpt { return []podOpt{notReady} },
+			want: want{desired: 5, current: 5, unavailable: 5, updated: 5,
+				available_: "False/NodesNotReady", progressing: "False/NodesNotReady", message: "nodes NotReady: node-0, node-1, node-2 and 2 more"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			for i := 0; i < tc.nodes; i++ {
+				n := newNode(fmt.Sprintf("node-%d", i), nil)
+				if tc.node != nil {
+					tc.node(i, n)
+				}
+				f.add(n)
+			}
+			ds := newSet("agent")
+			ds.Generation = 7
+			ds.Status.CollisionCount = ptr.To[int32](2)
+			if tc.set != nil {
+				tc.set(ds)
+			}
+			oldHash := addSetWithRevision(f, ds)
+			hash := oldHash
+			if len(tc.oldOn) > 0 {
+				newer := ds.DeepCopy()
+				newer.Spec.Template.Spec.Containers[0].Image = "agent:2"
+				hash = revisionHash(newer)
+				ds = newer
+				f.update(ds)
+			}
+			for i := 0; i < tc.nodes; i++ {
+				opts := []podOpt{}
+				if tc.pod != nil {
+					opts = tc.pod(i)
+				}
+				if opts == nil {
+					continue
+				}
+				h := hash
+				if tc.oldOn[i] {
+					h = oldHash
+				}
+				f.add(newPod(ds, fmt.Sprintf("node-%d", i), h, opts...))
+			}
+			if err := f.sync(ds); err != nil {
+				t.Fatal(err)
+			}
+			st := f.set(ds).Status
+			got := want{
+				desired: st.DesiredNumberScheduled, current: st.CurrentNumberScheduled, misscheduled: st.NumberMisscheduled,
+				ready: st.NumberReady, available: st.NumberAvailable, unavailable: st.NumberUnavailable, updated: st.UpdatedNumberScheduled,
+				currentIsOld: st.CurrentRevision == oldHash && oldHash != hash,
+			}
+			avail := meta.FindStatusCondition(st.Conditions, everynodev1alpha1.ConditionAvailable)
+			prog := meta.FindStatusCondition(st.Conditions, everynodev1alpha1.ConditionProgressing)
+			if avail == nil || prog == nil {
+				t.Fatalf("conditions = %v, want Available and Progressing", st.Conditions)
+			}
+			got.available_ = string(avail.Status) + "/" + avail.Reason
+			got.progressing = string(prog.Status) + "/" + prog.Reason
+			if tc.want.message != "" && !strings.Contains(avail.Message, tc.want.message) {
+				t.Errorf("Available message %q does not contain %q", avail.Message, tc.want.message)
+			}
+			got.message = tc.want.message
+			if got != tc.want {
+				t.Errorf("status\n got %+v\nwant %+v\n(Available: %s; Progressing: %s)", got, tc.want, avail.Message, prog.Message)
+			}
+			if st.ObservedGeneration != 7 || avail.ObservedGeneration != 7 {
+				t.Errorf("observedGeneration = %d (condition %d), want 7", st.ObservedGeneration, avail.ObservedGeneration)
+			}
+			if st.UpdateRevision != hash {
+				t.Errorf("updateRevision = %s, want %s", st.UpdateRevision, hash)
+			}
+			if !tc.want.currentIsOld && st.CurrentRevision != hash {
+				t.Errorf("currentRevision = %s, want %s", st.CurrentRevision, hash)
+			}
+			if st.CollisionCount == nil || *st.CollisionCount != 2 {
+				t.Errorf("collisionCount = %v, want 2 kept", st.CollisionCount)
+			}
+			if !avail.LastTransitionTime.Time.Equal(t0) {
+				t.Errorf("lastTransitionTime = %v, want the fake clock's %v", avail.LastTransitionTime, t0)
+			}
+		})
+	}
+}
+
+// TestStatusWrittenOnlyWhenChanged checks that a sync with nothing new
+// writes nothing, and that a condition keeps its transition time while its
+// status holds.
+func TestStatusWrittenOnlyWhenChanged(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 2)
+	ds := newSet("agent")
+	f.add(ds)
+	f.settle(ds)
+	f.runPods()
+	f.settle(ds)
+	f.clock.Step(time.Minute)
+	f.mustSync(ds)
+	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 0 {
+		t.Errorf("idle sync wrote status %d times", len(got))
+	}
+	if n := len(f.kube.Actions()); n != 0 {
+		t.Errorf("idle sync made %d API calls: %v", n, f.kube.Actions())
+	}
+	st := f.set(ds).Status
+	if c := meta.FindStatusCondition(st.Conditions, everynodev1alpha1.ConditionAvailable); c == nil || c.Status != metav1.ConditionTrue || c.LastTransitionTime.Time.After(t0) {
+		t.Errorf("Available = %+v, want True since t0", c)
+	}
+}

@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"everynode.io/everynode/controller/revision"
+)
+
+// sync brings one set's pods, revisions and status in line with its spec.
+// It reads only caches, does O(nodes + pods of the set) work besides the
+// API calls it makes, and is never run twice at once for the same key (the
+// work queue guarantees it).
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "daemonset", key.String())
+	ctx = klog.NewContext(ctx, logger)
+	start := c.clock.Now()
+	defer func() { logger.V(4).Info("Finished syncing DaemonSet", "duration", c.clock.Since(start)) }()
+
+	ds, err := c.setLister.DaemonSets(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		// Its pods and revisions carry owner references: the garbage
+		// collector removes them.
+		logger.V(3).Info("DaemonSet is gone")
+		c.expectations.forget(key)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get DaemonSet %s from cache: %w", key, err)
+	}
+	if sel := ds.Spec.Selector; sel == nil || (len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0) {
+		c.recorder.Event(ds, corev1.EventTypeWarning, ReasonSelectingAll, "This daemon set is selecting all pods. A non-empty selector is required.")
+		return nil
+	}
+	if ds.DeletionTimestamp != nil {
+		// Being deleted: its revisions may already be gone, so neither a
+		// status nor a rollout can be trusted (upstream does the same).
+		return nil
+	}
+
+	nodes, err := c.nodeLister.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	cur, old, err := c.constructHistory(ctx, ds)
+	if err != nil {
+		return fmt.Errorf("construct revisions of DaemonSet %s: %w", key, err)
+	}
+	hash := cur.Labels[revision.HashLabel]
+	pods, err := c.podsOfSet(ds)
+	if err != nil {
+		return err
+	}
+	v := buildView(ds, nodes, pods, hash, c.clock.Now())
+
+	if !c.expectations.satisfied(key) {
+		// Earlier creations or deletions are not in the cache yet: acting
+		// now could double them. Report what is known, without claiming the
+		// current generation was acted on.
+		creates, deletes := c.expectations.pending(key)
+		logger.V(4).Info("Waiting for earlier pod changes to show", "creates", creates, "deletes", deletes)
+		return c.updateStatus(ctx, v, cur, old, false)
+	}
+
+	err = c.reconcile(ctx, v, key, old)
+	statusErr := c.updateStatus(ctx, v, cur, old, true)
+	if err != nil && statusErr != nil {
+		logger.Error(statusErr, "Failed to update status")
+	}
+	return errors.Join(err, statusErr)
+}
+
+// reconcile runs the manage step, then (once its changes are observed) the
+// rolling update, then the revision cleanup.
+func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.ObjectName, old []*appsv1.ControllerRevision) error {
+	if err := c.manage(ctx, v); err != nil {
+		return err
+	}
+	// The rolling update needs the cache to show what manage just did, as
+	// upstream; if manage acted, the next sync (on its events) rolls on.
+	// An empty strategy type counts as RollingUpdate, the webhook's default.
+	if c.expectations.satisfied(key) && v.ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
+		if err := c.rollingUpdate(ctx, v); err != nil {
+			return err
+		}
+	}
+	if err := c.cleanupHistory(ctx, v.ds, old, v.allPods); err != nil {
+		return fmt.Errorf("clean up revisions: %w", err)
+	}
+	return nil
+}

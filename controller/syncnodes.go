@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+)
+
+// slowStartBatches returns the sizes of the create batches for n pods:
+// 1, 2, 4, ... and whatever is left, as upstream's slow start. A batch is
+// sent only when every create of the previous one succeeded, so a set that
+// cannot create pods at all (quota, a webhook that rejects it) costs one
+// request per sync instead of hundreds, and one event instead of a storm.
+func slowStartBatches(n, initial int) []int {
+	var out []int
+	for size, pos := min(n, initial), 0; pos < n; size, pos = min(2*size, n-(pos+size)), pos+size {
+		out = append(out, size)
+	}
+	return out
+}
+
+// syncNodes deletes podsToDelete and creates a pod on each of
+// nodesToCreate, at most burstReplicas of each per sync. Expectations are
+// raised before any request, so events that race ahead of the requests
+// returning still count, and lowered again for each request that fails or
+// is skipped.
+func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.DaemonSet, podsToDelete []*corev1.Pod, nodesToCreate []string, hash string) error {
+	if len(podsToDelete) == 0 && len(nodesToCreate) == 0 {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	key := cache.MetaObjectToName(ds)
+
+	if len(nodesToCreate) > c.burstReplicas {
+		// Create for the first nodes by name now, the rest next sync.
+		sortNodeNames(nodesToCreate)
+		nodesToCreate = nodesToCreate[:c.burstReplicas]
+	}
+	if len(podsToDelete) > c.burstReplicas {
+		podsToDelete = podsToDelete[:c.burstReplicas]
+	}
+	deleteKeys := make([]string, len(podsToDelete))
+	for i, pod := range podsToDelete {
+		deleteKeys[i] = cache.MetaObjectToName(pod).String()
+	}
+	c.expectations.expectCreations(key, nodesToCreate)
+	c.expectations.expectDeletions(key, deleteKeys)
+
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+
+	if len(nodesToCreate) > 0 {
+		logger.V(4).Info("Creating daemon pods", "daemonset", klog.KObj(ds), "count", len(nodesToCreate))
+	}
+	pos := 0
+	for _, size := range slowStartBatches(len(nodesToCreate), slowStartInitialBatchSize) {
+		failedBefore := len(errs)
+		var wg sync.WaitGroup
+		for _, node := range nodesToCreate[pos : pos+size] {
+			wg.Go(func() {
+				err := c.podControl.CreatePod(ctx, ds, NewPod(ds, node, hash))
+				if err == nil {
+					return
+				}
+				// Never going to be observed: stop waiting for it.
+				c.expectations.creationObserved(key, node)
+				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+					// Every further create fails the same way; the namespace
+					// and the set with it are on their way out.
+					return
+				}
+				logger.V(2).Info("Failed to create daemon pod", "daemonset", klog.KObj(ds), "node", klog.KRef("", node), "err", err)
+				fail(err)
+			})
+		}
+		wg.Wait()
+		pos += size
+		if len(errs) > failedBefore {
+			if skipped := nodesToCreate[pos:]; len(skipped) > 0 {
+				logger.V(2).Info("Slow-start failure: skipping the remaining creations", "daemonset", klog.KObj(ds), "skipped", len(skipped))
+				for _, node := range skipped {
+					c.expectations.creationObserved(key, node)
+				}
+			}
+			break
+		}
+	}
+
+	if len(podsToDelete) > 0 {
+		logger.V(4).Info("Deleting daemon pods", "daemonset", klog.KObj(ds), "count", len(podsToDelete))
+	}
+	var wg sync.WaitGroup
+	for i, pod := range podsToDelete {
+		wg.Go(func() {
+			err := c.podControl.DeletePod(ctx, ds, pod.Namespace, pod.Name, pod.UID)
+			if err == nil {
+				return
+			}
+			c.expectations.deletionObserved(key, deleteKeys[i])
+			if apierrors.IsNotFound(err) {
+				return
+			}
+			logger.V(2).Info("Failed to delete daemon pod", "daemonset", klog.KObj(ds), "pod", klog.KObj(pod), "err", err)
+			fail(err)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,338 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+)
+
+func TestSlowStartBatches(t *testing.T) {
+	tests := map[string]struct {
+		n    int
+		want []int
+	}{
+		"none":  {0, nil},
+		"one":   {1, []int{1}},
+		"seven": {7, []int{1, 2, 4}},
+		"ten":   {10, []int{1, 2, 4, 3}},
+		"250":   {250, []int{1, 2, 4, 8, 16, 32, 64, 123}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := slowStartBatches(tc.n, 1); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("slowStartBatches(%d) = %v, want %v", tc.n, got, tc.want)
+			}
+		})
+	}
+}
+
+// failCreatesAfter makes the fake API server refuse pod creates after the
+// first ok ones, and counts attempts.
+func failCreatesAfter(f *fixture, ok int64) *atomic.Int64 {
+	var attempts atomic.Int64
+	f.kube.PrependReactor("create", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if attempts.Add(1) > ok {
+			return true, nil, errors.New("quota exceeded")
+		}
+		return false, nil, nil
+	})
+	return &attempts
+}
+
+func TestSlowStart(t *testing.T) {
+	tests := map[string]struct {
+		nodes, okCreates, burst   int
+		wantAttempts, wantCreated int
+		wantErr                   bool
+	}{
+		"all fail: one request":            {nodes: 10, okCreates: 0, wantAttempts: 1, wantErr: true},
+		"third batch fails: stop there":    {nodes: 10, okCreates: 3, wantAttempts: 7, wantCreated: 3, wantErr: true},
+		"all succeed":                      {nodes: 10, okCreates: 100, wantAttempts: 10, wantCreated: 10},
+		"capped at burstReplicas per sync": {nodes: 30, okCreates: 100, burst: 20, wantAttempts: 20, wantCreated: 20},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			if tc.burst > 0 {
+				f.c.burstReplicas = tc.burst
+			}
+			addNodes(f, tc.nodes)
+			ds := newSet("agent")
+			addSetWithRevision(f, ds)
+			attempts := failCreatesAfter(f, int64(tc.okCreates))
+
+			err := f.sync(ds)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("sync error = %v, want error %v", err, tc.wantErr)
+			}
+			if got := int(attempts.Load()); got != tc.wantAttempts {
+				t.Errorf("create attempts = %d, want %d", got, tc.wantAttempts)
+			}
+			if got := len(f.podsOnNodes()); got != tc.wantCreated {
+				t.Errorf("pods created = %d, want %d", got, tc.wantCreated)
+			}
+			// Failed and skipped creations are not waited for; the created
+			// ones are, until the informer shows them.
+			creates, _ := f.c.expectations.pending(cache.MetaObjectToName(ds))
+			if creates != tc.wantCreated {
+				t.Errorf("pending creations = %d, want %d", creates, tc.wantCreated)
+			}
+			if tc.wantErr && !hasEvent(f.events(), "Warning FailedCreate") {
+				t.Error("no FailedCreate event")
+			}
+			f.syncCaches()
+			if !f.c.expectations.satisfied(cache.MetaObjectToName(ds)) {
+				t.Error("expectations not satisfied once the created pods are seen")
+			}
+		})
+	}
+}
+
+func TestExpectationsPreventDoubleCreate(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 3)
+	ds := newSet("agent")
+	hash := addSetWithRevision(f, ds)
+	key := cache.MetaObjectToName(ds)
+
+	f.mustSync(ds)
+	first := f.podCreates()
+	if len(first) != 3 {
+		t.Fatalf("first sync created %d pods, want 3", len(first))
+	}
+	// The informer lags: the pods are not in the cache yet.
+	f.mustSync(ds)
+	if got := f.createdNodes(); got != nil {
+		t.Fatalf("second sync created on %v before the first creations were seen", got)
+	}
+	if st := f.statusUpdates(); len(st) > 0 && st[len(st)-1].ObservedGeneration != 0 {
+		t.Errorf("observedGeneration raised to %d while waiting", st[len(st)-1].ObservedGeneration)
+	}
+
+	// Another set's pod, or a pod for some other node, does not count.
+	other := newSet("other")
+	addSetWithRevision(f, other)
+	f.c.addPod(klogDiscard, newPod(other, "node-0", hash))
+	f.c.addPod(klogDiscard, newPod(ds, "node-99", hash))
+	if f.c.expectations.satisfied(key) {
+		t.Fatal("unrelated pods satisfied the expectations")
+	}
+
+	// Two of three seen: still waiting.
+	onNodes := f.podsOnNodes()
+	for _, node := range []string{"node-0", "node-1"} {
+		stored, err := f.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), ns, onNodes[node][0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.podInf.GetIndexer().Add(stored)
+		f.c.addPod(klogDiscard, stored.(*corev1.Pod))
+	}
+	f.mustSync(ds)
+	if got := f.createdNodes(); got != nil {
+		t.Fatalf("created on %v with one creation unseen", got)
+	}
+	f.syncCaches()
+	f.mustSync(ds)
+	if got := f.createdNodes(); got != nil {
+		t.Fatalf("created on %v after all creations were seen", got)
+	}
+	if got := f.set(ds).Status.ObservedGeneration; got != 1 {
+		t.Errorf("observedGeneration = %d, want 1", got)
+	}
+}
+
+func TestExpectations(t *testing.T) {
+	key := cache.NewObjectName(ns, "agent")
+	tests := map[string]struct {
+		do   func(e *expectations, step func(time.Duration))
+		want bool
+	}{
+		"nothing expected": {do: func(*expectations, func(time.Duration)) {}, want: true},
+		"creation pending": {
+			do:   func(e *expectations, _ func(time.Duration)) { e.expectCreations(key, []string{"a", "b"}) },
+			want: false,
+		},
+		"creations observed per node": {
+			do: func(e *expectations, _ func(time.Duration)) {
+				e.expectCreations(key, []string{"a", "b"})
+				e.creationObserved(key, "a")
+				e.creationObserved(key, "a")
+				e.creationObserved(key, "b")
+			},
+			want: true,
+		},
+		"the same node twice is not two nodes": {
+			do: func(e *expectations, _ func(time.Duration)) {
+				e.expectCreations(key, []string{"a", "b"})
+				e.creationObserved(key, "a")
+				e.creationObserved(key, "a")
+			},
+			want: false,
+		},
+		"deletion pending then observed": {
+			do: func(e *expectations, _ func(time.Duration)) {
+				e.expectDeletions(key, []string{"default/p1"})
+				e.deletionObserved(key, "default/p1")
+			},
+			want: true,
+		},
+		"deletion of another pod does not count": {
+			do: func(e *expectations, _ func(time.Duration)) {
+				e.expectDeletions(key, []string{"default/p1"})
+				e.deletionObserved(key, "default/p2")
+			},
+			want: false,
+		},
+		"expired after the TTL": {
+			do: func(e *expectations, step func(time.Duration)) {
+				e.expectCreations(key, []string{"a"})
+				step(expectationsTTL + time.Second)
+			},
+			want: true,
+		},
+		"forgotten with the set": {
+			do: func(e *expectations, _ func(time.Duration)) {
+				e.expectCreations(key, []string{"a"})
+				e.forget(key)
+			},
+			want: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			e := newExpectations(f.clock)
+			tc.do(e, f.clock.Step)
+			if got := e.satisfied(key); got != tc.want {
+				t.Errorf("satisfied = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeletionExpectations(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 1)
+	ds := newSet("agent")
+	hash := addSetWithRevision(f, ds)
+	f.add(newPod(ds, "node-0", hash), newPod(ds, "node-0", hash, createdAt(t0)))
+	f.mustSync(ds)
+	if got := len(f.podDeletes()); got != 1 {
+		t.Fatalf("deleted %d pods, want 1", got)
+	}
+	// Until the deletion shows, nothing else happens.
+	f.mustSync(ds)
+	if got := f.podDeletes(); got != nil {
+		t.Fatalf("deleted %v again before the first deletion was seen", got)
+	}
+	f.syncCaches()
+	if !f.c.expectations.satisfied(cache.MetaObjectToName(ds)) {
+		t.Fatal("deletion seen but expectations not satisfied")
+	}
+}
+
+func TestFailedPodBackoff(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 1)
+	ds := newSet("agent")
+	hash := addSetWithRevision(f, ds)
+	f.add(newPod(ds, "node-0", hash, phase(corev1.PodFailed)))
+
+	failOnce := func(round int, wantDelete bool) {
+		t.Helper()
+		f.mustSync(ds)
+		if got := len(f.podDeletes()) == 1; got != wantDelete {
+			t.Fatalf("round %d: failed pod deleted = %v, want %v", round, got, wantDelete)
+		}
+		events := f.events()
+		if got := hasEvent(events, "Warning "+ReasonFailedDaemonPod); got != wantDelete {
+			t.Fatalf("round %d: FailedDaemonPod event = %v, want %v (%v)", round, got, wantDelete, events)
+		}
+	}
+	recreateAndFail := func() {
+		t.Helper()
+		f.syncCaches()
+		f.mustSync(ds)
+		if got := f.createdNodes(); !reflect.DeepEqual(got, []string{"node-0"}) {
+			t.Fatalf("recreated on %v, want node-0", got)
+		}
+		f.syncCaches()
+		pods := f.podsOnNodes()["node-0"]
+		obj, _ := f.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), ns, pods[0])
+		p := obj.(*corev1.Pod).DeepCopy()
+		p.Status.Phase = corev1.PodFailed
+		p.ResourceVersion = fmt.Sprint(f.podSeq.Add(1))
+		f.update(p)
+	}
+
+	failOnce(1, true)
+	recreateAndFail()
+	// Failed again within the backoff: left alone, retried later.
+	failOnce(2, false)
+	if d := f.queue.takeDelayed(); len(d) == 0 || d[len(d)-1].after != failedPodBackoffInitial {
+		t.Errorf("requeues = %v, want one after %v", d, failedPodBackoffInitial)
+	}
+	f.clock.Step(failedPodBackoffInitial + time.Millisecond)
+	failOnce(3, true)
+	recreateAndFail()
+	// The delay doubled.
+	f.clock.Step(failedPodBackoffInitial + time.Millisecond)
+	failOnce(4, false)
+	f.clock.Step(failedPodBackoffInitial)
+	failOnce(5, true)
+}
+
+// TestSyncSkips covers the sets a sync must leave alone.
+func TestSyncSkips(t *testing.T) {
+	tests := map[string]struct {
+		set       func(*everynodev1alpha1.DaemonSet)
+		notCached bool
+		wantEvent string
+	}{
+		"set deleted: pods left to the garbage collector": {notCached: true},
+		"set being deleted": {
+			set: func(ds *everynodev1alpha1.DaemonSet) { ds.DeletionTimestamp = ptrTime(t0) },
+		},
+		"empty selector": {
+			set:       func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Selector.MatchLabels = nil },
+			wantEvent: "Warning " + ReasonSelectingAll,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			addNodes(f, 2)
+			ds := newSet("agent")
+			if tc.set != nil {
+				tc.set(ds)
+			}
+			hash := revisionHash(ds)
+			f.add(newPod(ds, "node-0", hash), newPod(ds, "node-0", hash))
+			if !tc.notCached {
+				f.add(ds)
+			}
+			f.c.expectations.expectCreations(cache.MetaObjectToName(ds), []string{"x"})
+			f.mustSync(ds)
+			if n := len(f.kube.Actions()) + len(f.client.Actions()); n != 0 {
+				t.Errorf("sync made %d API calls, want none: %v %v", n, f.kube.Actions(), f.client.Actions())
+			}
+			if tc.wantEvent != "" && !hasEvent(f.events(), tc.wantEvent) {
+				t.Errorf("no %s event", tc.wantEvent)
+			}
+			if tc.notCached && !f.c.expectations.satisfied(cache.MetaObjectToName(ds)) {
+				t.Error("expectations of a deleted set kept")
+			}
+		})
+	}
+}
