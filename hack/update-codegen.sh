@@ -38,4 +38,4 @@ echo "informer-gen"
 # and never deletes it on uninstall, so removing the chart cannot cascade into
 # deleting every user's DaemonSets.
 echo "controller-gen crd"
-"${TOOL[@]}" controller-gen crd paths="$API_PKG" output:crd:dir=charts/everynode/crds
+"${TOOL[@]}" controller-gen crd:generateEmbeddedObjectMeta=true paths="$API_PKG" output:crd:dir=charts/everynode/crds

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Lints and renders the everynode chart with every switch, and checks that the
+# schema and the template guards refuse bad values. Called by `make chart-lint`
+# with the helm binary in $HELM; needs nothing else (no cluster, no network).
+#
+#   HELM=.e2e/bin/helm charts/everynode/ci/lint.sh
+set -euo pipefail
+
+HELM="${HELM:-helm}"
+CHART="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$(mktemp -d)"
+trap 'rm -rf "$OUT"' EXIT
+# A real PEM is not needed to render; any base64 proves the value flows through.
+CA="$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' | base64 | tr -d '\n')"
+fails=0
+
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# render <name> <helm args...>: lint --strict and template into $OUT/<name>.yaml.
+render() {
+  local name="$1"; shift
+  echo "== $name: $*"
+  if ! "$HELM" lint --strict "$CHART" --namespace everynode-system "$@" >"$OUT/$name.lint" 2>&1; then
+    cat "$OUT/$name.lint" >&2; fail "$name: helm lint"
+  fi
+  if ! "$HELM" template everynode "$CHART" --namespace everynode-system "$@" >"$OUT/$name.yaml" 2>"$OUT/$name.err"; then
+    cat "$OUT/$name.err" >&2; fail "$name: helm template"
+  fi
+}
+
+# has/hasnt <name> <extended regex>: the rendered manifest must (not) match.
+has()   { grep -Eq -- "$2" "$OUT/$1.yaml" || fail "$1: expected /$2/"; }
+hasnt() { ! grep -Eq -- "$2" "$OUT/$1.yaml" || fail "$1: unexpected /$2/"; }
+# count <name> <n> <regex>: exactly n lines match.
+count() { local c; c="$(grep -Ec -- "$3" "$OUT/$1.yaml" || true)"; [[ "$c" == "$2" ]] || fail "$1: /$3/ matched $c times, want $2"; }
+
+# refuse <name> <expected message regex> <helm args...>: template must fail.
+refuse() {
+  local name="$1" want="$2"; shift 2
+  echo "== refuse $name: $*"
+  if "$HELM" template everynode "$CHART" --namespace everynode-system "$@" >/dev/null 2>"$OUT/$name.err"; then
+    fail "$name: rendered, want an error"
+  elif ! grep -Eq -- "$want" "$OUT/$name.err"; then
+    cat "$OUT/$name.err" >&2; fail "$name: error does not match /$want/"
+  fi
+}
+
+render default
+has default '^kind: Deployment$'
+has default '^  replicas: 2$'
+has default '^kind: PodDisruptionBudget$'
+has default '^kind: Service$'
+has default '"--cert-mode=self-signed"'
+has default '"--ca-secret-name=everynode-ca"'
+has default '"--tls-dns-names=everynode.everynode-system.svc,everynode.everynode-system.svc.cluster.local"'
+has default '"--webhook-configurations=everynode,everynode"'
+has default '"--leader-elect=true"'
+has default '"--controller-username=system:serviceaccount:everynode-system:everynode"'
+has default 'image: "ghcr.io/everynode/everynode:0.1.0"'
+has default 'readOnlyRootFilesystem: true'
+has default 'runAsNonRoot: true'
+has default 'type: RuntimeDefault'
+has default 'topologyKey: kubernetes.io/hostname'
+has default 'path: /healthz'
+has default 'path: /readyz'
+has default 'fieldPath: metadata.namespace'
+count default 4 '^    failurePolicy: Fail$'
+count default 4 '^    sideEffects: None$'
+count default 4 '^    matchPolicy: Equivalent$'
+count default 4 'operator: NotIn'
+count default 4 'values: \["kube-system","kube-node-lease","everynode-system"\]'
+count default 2 'everynode.io/daemon-pod: "true"'
+count default 4 '^        port: 443$'
+has default 'reinvocationPolicy: IfNeeded'
+has default 'resourceNames: \["everynode-ca"\]'
+hasnt default '^kind: ValidatingAdmissionPolicy$'
+hasnt default 'caBundle:'
+hasnt default 'cert-manager.io'
+hasnt default 'kube-scheduler'
+hasnt default '"--scheduler-name'
+hasnt default 'resources: \["pods/binding"\]'
+
+render vap --set webhooks.denyInExcludedNamespaces=true
+has vap '^kind: ValidatingAdmissionPolicy$'
+has vap '^kind: ValidatingAdmissionPolicyBinding$'
+
+render external-ca --set external.url=https://127.0.0.1:8443 --set tls.caBundle=LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=
+count external-ca 4 'caBundle: LS0t'
+count external-ca 4 'url: "https://127.0.0.1:8443/'
+hasnt external-ca '^kind: Deployment$'
+
+render certmanager --set certManager.enabled=true
+has certmanager '"--cert-mode=file"'
+has certmanager '"--tls-cert-file=/tls/tls.crt"'
+has certmanager '"--tls-key-file=/tls/tls.key"'
+has certmanager 'mountPath: /tls'
+has certmanager 'secretName: everynode-tls'
+count certmanager 2 'cert-manager.io/inject-ca-from: everynode-system/everynode-serving'
+count certmanager 2 '^kind: Issuer$'
+count certmanager 2 '^kind: Certificate$'
+has certmanager 'isCA: true'
+hasnt certmanager '"--ca-secret-name'
+hasnt certmanager 'resources: \["secrets"\]'
+hasnt certmanager 'validatingwebhookconfigurations'
+
+render certmanager-issuer --set certManager.enabled=true \
+  --set certManager.issuerRef.name=corp-ca --set certManager.issuerRef.kind=ClusterIssuer
+count certmanager-issuer 1 '^kind: Certificate$'
+hasnt certmanager-issuer '^kind: Issuer$'
+has certmanager-issuer 'name: corp-ca'
+
+render existing-secret --set tls.existingSecret=x --set tls.caBundle="$CA"
+has existing-secret '"--cert-mode=file"'
+has existing-secret 'secretName: x$'
+count existing-secret 4 "caBundle: $CA"
+hasnt existing-secret 'cert-manager.io'
+hasnt existing-secret 'resources: \["secrets"\]'
+
+render external --set external.url=https://127.0.0.1:8443
+hasnt external '^kind: Deployment$'
+hasnt external '^kind: Service$'
+hasnt external '^kind: PodDisruptionBudget$'
+hasnt external 'service:'
+has external '^kind: ServiceAccount$'
+has external '^kind: ClusterRole$'
+has external 'url: "https://127.0.0.1:8443/mutate/daemonset"'
+has external 'url: "https://127.0.0.1:8443/validate/daemonset"'
+has external 'url: "https://127.0.0.1:8443/mutate/pod"'
+has external 'url: "https://127.0.0.1:8443/validate/pod"'
+
+render scheduler --set scheduler.enabled=true
+has scheduler 'image: "registry.k8s.io/kube-scheduler:v1.37.2"'
+has scheduler '"--scheduler-name=everynode-scheduler"'
+has scheduler 'kind: KubeSchedulerConfiguration'
+has scheduler 'resourceName: everynode-scheduler'
+has scheduler 'schedulerName: everynode-scheduler'
+has scheduler 'urlPrefix: https://everynode.everynode-system.svc:443/extender'
+has scheduler 'nodeCacheCapable: true'
+has scheduler 'ignorable: true'
+has scheduler 'caFile: /etc/everynode/ca/ca.crt'
+has scheduler 'httpTimeout: 5s'
+has scheduler 'name: system:kube-scheduler'
+has scheduler 'name: system:volume-scheduler'
+has scheduler 'name: extension-apiserver-authentication-reader'
+
+render scheduler-existing --set scheduler.enabled=true --set tls.existingSecret=x --set tls.caBundle="$CA"
+has scheduler-existing "caData: $CA"
+
+render single-replica --set replicaCount=1
+has single-replica '^  replicas: 1$'
+hasnt single-replica '^kind: PodDisruptionBudget$'
+
+render no-leader-election --set leaderElection.enabled=false --set replicaCount=1
+has no-leader-election '"--leader-elect=false"'
+
+# Every values file under ci/ (chart-testing convention) renders too.
+for f in "$CHART"/ci/*-values.yaml; do
+  [[ -e "$f" ]] || continue
+  render "values-$(basename "$f" -values.yaml)" -f "$f"
+done
+
+refuse replica-not-int 'replicaCount' --set replicaCount=abc
+refuse replica-zero 'replicaCount' --set replicaCount=0
+refuse unknown-key 'additional propert|not allowed|unknown|additionalProperties' --set replicas=3
+refuse bad-pull-policy 'pullPolicy' --set image.pullPolicy=Sometimes
+refuse http-url 'url' --set external.url=http://127.0.0.1:8443
+refuse two-cert-modes 'mutually exclusive' --set certManager.enabled=true --set tls.existingSecret=x --set tls.caBundle="$CA"
+refuse secret-without-ca 'needs tls.caBundle' --set tls.existingSecret=x
+refuse issuer-without-cm 'only used with certManager' --set certManager.issuerRef.name=x
+
+if ((fails)); then
+  echo "chart-lint: $fails check(s) failed" >&2
+  exit 1
+fi
+echo "chart-lint: ok"
