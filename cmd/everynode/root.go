@@ -23,6 +23,6 @@ by this one binary.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newServeCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newSchedulerConfigCommand(), newVersionCommand())
 	return root
 }

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds the e2e tools into <repo>/.e2e/bin from the Go modules under e2e/tools.
+#
+# This machine has no internet but the Go module proxy, so the control plane
+# (etcd, kube-*, kwok) and helm are compiled from their Go modules instead of
+# downloaded. Each tool module is its own go.mod so the product's go.mod stays
+# lean. A module is skipped when its binaries exist and a stamp of its inputs
+# (go.mod, go.sum, *.go, Go version, build flags) is unchanged, so a second run
+# takes a second; after a change the Go build cache makes a rebuild mostly link.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BIN="$ROOT/.e2e/bin"
+TOOLS="$ROOT/e2e/tools"
+mkdir -p "$BIN"
+
+# Versions stamped into the binaries. Built from modules, kube binaries would
+# report v0.0.0-master and kwokctl (which runs `<binary> --version` to pick
+# component flags) would treat them as an unknown version.
+KUBE_VERSION=v1.37.2
+HELM_VERSION=v4.3.1
+CERT_MANAGER_VERSION=v1.21.2
+
+# build <module dir under e2e/tools> <message> <ldflags> <binary names> -- <packages>
+build() {
+  local mod="$1" msg="$2" ldflags="$3"; shift 3
+  local bins=() dir="$TOOLS/$mod" stamp="$BIN/.$mod.stamp"
+  while [[ "$1" != "--" ]]; do bins+=("$1"); shift; done
+  shift
+
+  local want
+  want="$(cd "$dir" && { find . -name '*.go' -o -name go.mod -o -name go.sum | LC_ALL=C sort | xargs sha256sum; go version; echo "$ldflags $*"; } | sha256sum | cut -d' ' -f1)"
+  local b missing=
+  for b in "${bins[@]}"; do [[ -x "$BIN/$b" ]] || missing=1; done
+  if [[ -z "$missing" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    echo "$mod tools up to date"
+    return
+  fi
+
+  local start=$SECONDS
+  echo "building $msg..."
+  rm -f "$stamp"
+  # -buildvcs=false: the tool modules sit inside this repo's git tree; VCS
+  # stamping would need git at build time and relink on every commit.
+  (cd "$dir" && go build -buildvcs=false -ldflags "$ldflags" -o "$BIN/" "$@")
+  echo "$want" >"$stamp"
+  echo "built $mod tools (${bins[*]}) in $((SECONDS - start))s"
+}
+
+build kube "kube tools (first time takes ~15 min on 2 cores)" \
+  "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION \
+   -X k8s.io/component-base/version.gitMajor=1 \
+   -X k8s.io/component-base/version.gitMinor=37 \
+   -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${KUBE_VERSION#v}" \
+  etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl -- \
+  ./cmd/etcd \
+  k8s.io/kubernetes/cmd/kube-apiserver \
+  k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kube-scheduler \
+  k8s.io/kubernetes/cmd/kubectl \
+  sigs.k8s.io/kwok/cmd/kwok \
+  sigs.k8s.io/kwok/cmd/kwokctl
+
+build helm "helm (first time takes ~3 min)" \
+  "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
+  helm -- helm.sh/helm/v4/cmd/helm
+
+# cert-manager's binary modules are not served; these two mains wire its
+# library packages (see e2e/tools/certmanager).
+build certmanager "cert-manager (first time takes ~4 min)" \
+  "-X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION" \
+  cert-manager-controller cert-manager-cainjector -- \
+  ./cmd/cert-manager-controller ./cmd/cert-manager-cainjector

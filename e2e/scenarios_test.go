@@ -1,0 +1,500 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
+)
+
+// Generous upper bounds for a loaded 2-core CI machine; not performance
+// assertions (the benchmarks measure speed).
+const (
+	settle  = 2 * time.Minute
+	quietly = 8 * time.Second
+)
+
+func readyNodes(t *testing.T) []string {
+	t.Helper()
+	list, err := kube.CoreV1().Nodes().List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range list.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && len(n.Spec.Taints) == 0 {
+				out = append(out, n.Name)
+			}
+		}
+	}
+	return out
+}
+
+// The canonical case: the upstream docs' fluentd-elasticsearch DaemonSet,
+// only its apiVersion changed, lands one Running pod on every node.
+func TestSeedManifestRunsOnEveryNode(t *testing.T) {
+	ds := loadDaemonSet(t, filepath.Join(repoRoot, "examples", "fluentd-elasticsearch.yaml"))
+	nodes := readyNodes(t)
+	if len(nodes) == 0 {
+		t.Fatal("the cluster has no Ready nodes")
+	}
+	createSet(t, ds)
+	t.Cleanup(func() {
+		_ = everynode.EverynodeV1alpha1().DaemonSets(ds.Namespace).Delete(ctx(t), ds.Name, metav1.DeleteOptions{})
+	})
+	eventually(t, settle, "one Running fluentd pod per node", func() (bool, string, error) {
+		return podsOnNodes(t, ds.Namespace, ds.Name, nodes, nil)
+	})
+	eventually(t, settle, "status to count every node", func() (bool, string, error) {
+		s := getSet(t, ds.Namespace, ds.Name).Status
+		want := int32(len(nodes))
+		ok := s.DesiredNumberScheduled == want && s.CurrentNumberScheduled == want && s.NumberReady == want &&
+			s.NumberAvailable == want && s.UpdatedNumberScheduled == want && s.NumberMisscheduled == 0
+		return ok, fmt.Sprintf("%+v", s), nil
+	})
+}
+
+func TestNodeJoinsAndLeaves(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "join-" + randSuffix()}
+	nodes := createNodes(t, "join", 2, sel)
+	createSet(t, simpleSet(ns, "agent", sel))
+	eventually(t, settle, "a pod on each of the 2 nodes", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+
+	t.Log("a node joins: a pod follows")
+	nodes = append(nodes, createNodes(t, "join", 1, sel)...)
+	eventually(t, settle, "a pod on the new node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+
+	t.Log("a node leaves: its pod is collected")
+	gone := nodes[0]
+	if err := kube.CoreV1().Nodes().Delete(ctx(t), gone, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, settle, "the pod of the deleted node to go", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes[1:], nil)
+	})
+}
+
+func TestNodeLabelLeavesSelector(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "label-" + randSuffix()}
+	nodes := createNodes(t, "label", 2, sel)
+	createSet(t, simpleSet(ns, "agent", sel))
+	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+	node, err := kube.CoreV1().Nodes().Get(ctx(t), nodes[0], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels[scenarioLabel] = "elsewhere"
+	if _, err := kube.CoreV1().Nodes().Update(ctx(t), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, settle, "the pod to leave the relabelled node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes[1:], nil)
+	})
+}
+
+func setTaint(t *testing.T, nodeName string, taint corev1.Taint) {
+	t.Helper()
+	node, err := kube.CoreV1().Nodes().Get(ctx(t), nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = append(node.Spec.Taints, taint)
+	if _, err := kube.CoreV1().Nodes().Update(ctx(t), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// NoSchedule stops new pods but keeps a running one; NoExecute removes it.
+func TestTaints(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "taint-" + randSuffix()}
+	nodes := createNodes(t, "taint", 2, sel)
+	createSet(t, simpleSet(ns, "agent", sel))
+	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+
+	setTaint(t, nodes[0], corev1.Taint{Key: "e2e/dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule})
+	never(t, quietly, "the pod on the NoSchedule-tainted node being removed", func() (bool, string, error) {
+		ok, msg, err := podsOnNodes(t, ns, "agent", nodes, nil)
+		return !ok, msg, err
+	})
+	tainted := createNodes(t, "taint", 1, sel, corev1.Taint{Key: "e2e/dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule})
+	never(t, quietly, "a pod landing on a new NoSchedule-tainted node", func() (bool, string, error) {
+		for _, p := range daemonPods(t, ns, "agent") {
+			if target, _ := placement.TargetNode(&p); target == tainted[0] {
+				return true, p.Name, nil
+			}
+		}
+		return false, "", nil
+	})
+
+	setTaint(t, nodes[1], corev1.Taint{Key: "e2e/evict", Value: "x", Effect: corev1.TaintEffectNoExecute})
+	eventually(t, settle, "the pod to leave the NoExecute-tainted node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes[:1], nil)
+	})
+}
+
+// Daemon pods carry exactly one required node affinity term pinning them to
+// their node, and the upstream default daemon tolerations.
+func TestPodsArePinnedAndTolerate(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "pin-" + randSuffix()}
+	nodes := createNodes(t, "pin", 2, sel)
+	ds := simpleSet(ns, "agent", sel)
+	// A required affinity term of the user's is replaced; preferred kept.
+	ds.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: scenarioLabel, Operator: corev1.NodeSelectorOpExists}},
+		}}},
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 1, Preference: corev1.NodeSelectorTerm{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpExists}},
+		}}},
+	}}
+	createSet(t, ds)
+	hostNet := simpleSet(ns, "hostnet", sel)
+	hostNet.Spec.Template.Spec.HostNetwork = true
+	createSet(t, hostNet)
+
+	check := func(hostNetwork bool) func(p *corev1.Pod) string {
+		return func(p *corev1.Pod) string {
+			want := placement.PinToNode(ds.Spec.Template.Spec.Affinity, p.Spec.NodeName)
+			if p.Spec.Affinity == nil || p.Spec.Affinity.NodeAffinity == nil {
+				return "no node affinity"
+			}
+			gotReq, _ := json.Marshal(p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+			wantReq, _ := json.Marshal(want.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+			if string(gotReq) != string(wantReq) {
+				return fmt.Sprintf("required affinity %s, want %s", gotReq, wantReq)
+			}
+			if !hostNetwork && len(p.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+				return "preferred node affinity was not kept"
+			}
+			for _, tol := range placement.DaemonTolerations(hostNetwork) {
+				n := 0
+				for _, got := range p.Spec.Tolerations {
+					if got.MatchToleration(&tol) {
+						n++
+					}
+				}
+				if n != 1 {
+					return fmt.Sprintf("toleration %s:%s present %d times, want once", tol.Key, tol.Effect, n)
+				}
+			}
+			if !hostNetwork {
+				for _, got := range p.Spec.Tolerations {
+					if got.Key == corev1.TaintNodeNetworkUnavailable {
+						return "network-unavailable toleration on a pod without hostNetwork"
+					}
+				}
+			}
+			return ""
+		}
+	}
+	eventually(t, settle, "pinned, tolerating pods", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, check(false))
+	})
+	eventually(t, settle, "pinned, tolerating hostNetwork pods", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "hostnet", nodes, check(true))
+	})
+}
+
+// Invalid sets are refused at apply time with the field path in the message.
+func TestInvalidSetsAreRefused(t *testing.T) {
+	ns := newNamespace(t)
+	tests := map[string]struct {
+		change    func(*everynodev1alpha1.DaemonSet)
+		wantField string
+	}{
+		"selector does not match template labels": {
+			change:    func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Labels = map[string]string{"app": "other"} },
+			wantField: "spec.template.metadata.labels",
+		},
+		"restartPolicy Never": {
+			change:    func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever },
+			wantField: "spec.template.spec.restartPolicy",
+		},
+		"maxUnavailable and maxSurge both zero": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.UpdateStrategy.RollingUpdate = &everynodev1alpha1.RollingUpdateDaemonSet{
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(0)),
+				}
+			},
+			wantField: "spec.updateStrategy.rollingUpdate",
+		},
+		"invalid container name": {
+			change:    func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Name = "Not_A_DNS_Label" },
+			wantField: "spec.template.spec.containers[0].name",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ds := simpleSet(ns, "bad-"+randSuffix(), map[string]string{scenarioLabel: "none"})
+			tc.change(ds)
+			_, err := everynode.EverynodeV1alpha1().DaemonSets(ns).Create(ctx(t), ds, metav1.CreateOptions{})
+			if err == nil {
+				t.Fatal("the invalid set was accepted")
+			}
+			if !strings.Contains(err.Error(), tc.wantField) {
+				t.Fatalf("error %q does not name %s", err, tc.wantField)
+			}
+		})
+	}
+}
+
+func TestValidSetIsStoredWithDefaults(t *testing.T) {
+	ns := newNamespace(t)
+	ds := createSet(t, simpleSet(ns, "agent", map[string]string{scenarioLabel: "none"}))
+	s := ds.Spec
+	switch {
+	case s.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType:
+		t.Errorf("updateStrategy.type %q, want RollingUpdate", s.UpdateStrategy.Type)
+	case s.UpdateStrategy.RollingUpdate == nil || s.UpdateStrategy.RollingUpdate.MaxUnavailable.String() != "1" || s.UpdateStrategy.RollingUpdate.MaxSurge.String() != "0":
+		t.Errorf("rollingUpdate %+v, want maxUnavailable 1, maxSurge 0", s.UpdateStrategy.RollingUpdate)
+	case s.RevisionHistoryLimit == nil || *s.RevisionHistoryLimit != 10:
+		t.Errorf("revisionHistoryLimit %v, want 10", s.RevisionHistoryLimit)
+	case s.Template.Spec.RestartPolicy != corev1.RestartPolicyAlways || s.Template.Spec.DNSPolicy != corev1.DNSClusterFirst ||
+		s.Template.Spec.SchedulerName != corev1.DefaultSchedulerName || ptr.Deref(s.Template.Spec.TerminationGracePeriodSeconds, 0) != 30:
+		t.Errorf("pod template not defaulted: %+v", s.Template.Spec)
+	}
+}
+
+func TestSelectorIsImmutable(t *testing.T) {
+	ns := newNamespace(t)
+	createSet(t, simpleSet(ns, "agent", map[string]string{scenarioLabel: "none"}))
+	ds := getSet(t, ns, "agent")
+	ds.Spec.Selector.MatchLabels["extra"] = "x"
+	ds.Spec.Template.Labels["extra"] = "x"
+	_, err := everynode.EverynodeV1alpha1().DaemonSets(ns).Update(ctx(t), ds, metav1.UpdateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "spec.selector") {
+		t.Fatalf("selector change: got %v, want a refusal naming spec.selector", err)
+	}
+}
+
+func revisions(t *testing.T, ns, set string) []appsv1.ControllerRevision {
+	t.Helper()
+	list, err := kube.AppsV1().ControllerRevisions(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []appsv1.ControllerRevision
+	for _, r := range list.Items {
+		if ref := metav1.GetControllerOf(&r); ref != nil && ref.Name == set && ref.Kind == "DaemonSet" {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b appsv1.ControllerRevision) int { return int(a.Revision - b.Revision) })
+	return out
+}
+
+func image(want string) func(*corev1.Pod) string {
+	return func(p *corev1.Pod) string {
+		if got := p.Spec.Containers[0].Image; got != want {
+			return "image " + got
+		}
+		return ""
+	}
+}
+
+func rolledOut(t *testing.T, ns, name string, nodes []string, img string) func() (bool, string, error) {
+	return func() (bool, string, error) {
+		if ok, msg, err := podsOnNodes(t, ns, name, nodes, image(img)); !ok {
+			return ok, msg, err
+		}
+		ds := getSet(t, ns, name)
+		s, want := ds.Status, int32(len(nodes))
+		ok := s.ObservedGeneration == ds.Generation && s.UpdatedNumberScheduled == want &&
+			s.NumberAvailable == want && s.DesiredNumberScheduled == want
+		return ok, fmt.Sprintf("status %+v", s), nil
+	}
+}
+
+// A rolling update with maxUnavailable, then one with maxSurge, completes;
+// history keeps every revision and a rollback restores the old template.
+func TestRollingUpdateHistoryAndRollback(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "roll-" + randSuffix()}
+	nodes := createNodes(t, "roll", 3, sel)
+	createSet(t, simpleSet(ns, "agent", sel))
+	eventually(t, settle, "v1 everywhere", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v1"))
+
+	t.Log("rolling update with maxUnavailable 1")
+	updateSet(t, ns, "agent", func(ds *everynodev1alpha1.DaemonSet) {
+		ds.Spec.Template.Spec.Containers[0].Image = "registry.example/agent:v2"
+	})
+	eventually(t, settle, "v2 everywhere", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v2"))
+
+	t.Log("rolling update with maxSurge 1")
+	updateSet(t, ns, "agent", func(ds *everynodev1alpha1.DaemonSet) {
+		ds.Spec.UpdateStrategy.RollingUpdate = &everynodev1alpha1.RollingUpdateDaemonSet{
+			MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+		}
+		ds.Spec.Template.Spec.Containers[0].Image = "registry.example/agent:v3"
+	})
+	eventually(t, settle, "v3 everywhere", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v3"))
+
+	revs := revisions(t, ns, "agent")
+	if len(revs) != 3 {
+		t.Fatalf("%d ControllerRevisions, want 3", len(revs))
+	}
+
+	t.Log("rollback to revision 1")
+	var old struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(revs[0].Data.Raw, &old); err != nil {
+		t.Fatalf("revision 1 data: %v", err)
+	}
+	updateSet(t, ns, "agent", func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template = old.Spec.Template })
+	eventually(t, settle, "v1 everywhere again", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v1"))
+	first := revs[0].Name
+	revs = revisions(t, ns, "agent")
+	if len(revs) != 3 {
+		t.Fatalf("%d revisions after rollback, want 3 (the old one reused)", len(revs))
+	}
+	if newest := revs[len(revs)-1]; newest.Name != first || newest.Revision != 4 {
+		t.Errorf("newest revision is %s number %d, want %s reused as number 4", newest.Name, newest.Revision, first)
+	}
+}
+
+func TestDeletingTheSetRemovesItsPods(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "del-" + randSuffix()}
+	nodes := createNodes(t, "del", 2, sel)
+	createSet(t, simpleSet(ns, "agent", sel))
+	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+	if err := everynode.EverynodeV1alpha1().DaemonSets(ns).Delete(ctx(t), "agent", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, settle, "every pod of the set to go", func() (bool, string, error) {
+		pods := daemonPods(t, ns, "agent")
+		return len(pods) == 0, fmt.Sprintf("%d pods left", len(pods)), nil
+	})
+}
+
+// A pod that claims to be a daemon pod but was not made by the controller is
+// refused: it would otherwise gain the daemon tolerations and be taken for
+// the daemon of its node.
+func TestHandMadeDaemonPodIsRefused(t *testing.T) {
+	ns := newNamespace(t)
+	ds := createSet(t, simpleSet(ns, "agent", map[string]string{scenarioLabel: "none"}))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "impostor", Namespace: ns,
+			Labels:      map[string]string{"app": "agent", everynodev1alpha1.LabelDaemonPod: "true"},
+			Annotations: map[string]string{everynodev1alpha1.AnnotationTargetNode: "some-node"},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds,
+				everynodev1alpha1.SchemeGroupVersion.WithKind("DaemonSet"))},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "registry.example/agent:v1"}}},
+	}
+	_, err := kube.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{})
+	if err == nil {
+		t.Fatal("a hand-made daemon pod was admitted")
+	}
+	if !strings.Contains(err.Error(), "controller") {
+		t.Fatalf("refusal %q does not say why (not created by the controller)", err)
+	}
+}
+
+func everynodeProcess(t *testing.T, verb string) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(repoRoot, "e2e", "hack", "cluster.sh"), verb).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cluster.sh %s: %v\n%s", verb, err, out)
+	}
+}
+
+// With everynode down, ordinary pods are still created and scheduled (the
+// webhooks only see daemon pods, the extender is ignorable); a daemon pod
+// for a new node waits, then arrives when everynode is back.
+func TestEverynodeDown(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "down-" + randSuffix()}
+	nodes := createNodes(t, "down", 1, sel)
+	createSet(t, simpleSet(ns, "agent", sel))
+	eventually(t, settle, "a pod on the node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+
+	everynodeProcess(t, "stop-everynode")
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			everynodeProcess(t, "start-everynode")
+		}
+	})
+
+	plain := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "ordinary", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeSelector: sel,
+			Containers:   []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}},
+		},
+	}
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx(t), plain, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("an ordinary pod was refused while everynode is down: %v", err)
+	}
+	eventually(t, settle, "the ordinary pod to run", func() (bool, string, error) {
+		p, err := kube.CoreV1().Pods(ns).Get(ctx(t), "ordinary", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return isRunningReady(p), string(p.Status.Phase), nil
+	})
+
+	newNode := createNodes(t, "down", 1, sel)
+	never(t, quietly, "a daemon pod for the new node while everynode is down", func() (bool, string, error) {
+		for _, p := range daemonPods(t, ns, "agent") {
+			if target, _ := placement.TargetNode(&p); target == newNode[0] {
+				return true, p.Name, nil
+			}
+		}
+		return false, "", nil
+	})
+
+	everynodeProcess(t, "start-everynode")
+	restarted = true
+	eventually(t, settle, "the daemon pod to arrive on the new node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", append(nodes, newNode...), nil)
+	})
+}
+
+// The CRD has a structural schema: kubectl explain shows its fields.
+func TestExplain(t *testing.T) {
+	out, err := exec.Command(filepath.Join(repoRoot, ".e2e", "bin", "kubectl"), "explain", "daemonsets.everynode.io.spec").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl explain: %v\n%s", err, out)
+	}
+	for _, field := range []string{"selector", "template", "updateStrategy", "minReadySeconds", "revisionHistoryLimit", "nodeOverrides", "nodeReadinessGate"} {
+		if !strings.Contains(string(out), field) {
+			t.Errorf("kubectl explain does not show %s:\n%s", field, out)
+		}
+	}
+}
