@@ -1,0 +1,237 @@
+// Package schedconfig renders the KubeSchedulerConfiguration that points
+// kube-scheduler at everynode's extender: the `everynode scheduler-config`
+// command prints it for an installation, and the e2e cluster and the
+// chart's optional second scheduler use it.
+//
+// It is a pure function of its Options, so the command, the chart tests
+// and the e2e setup render the same bytes.
+package schedconfig
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	schedulerv1 "k8s.io/kube-scheduler/config/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// The extender's verbs: kube-scheduler POSTs to URLPrefix + "/" + verb, so
+// the server mounts the handlers at these paths under the prefix.
+const (
+	FilterVerb     = "filter"
+	PrioritizeVerb = "prioritize"
+	PreemptVerb    = "preempt"
+)
+
+// Defaults applied to zero Options fields.
+const (
+	// DefaultHTTPTimeout bounds each extender call. The extender answers
+	// in about a millisecond; the bound matters when it hangs, because
+	// kube-scheduler places pods one at a time and waits this long for each
+	// before ignoring the (ignorable) extender.
+	DefaultHTTPTimeout = 5 * time.Second
+	// DefaultWeight multiplies the prioritize score. It only breaks ties
+	// for daemon pods, which their pinning affinity mostly leaves with a
+	// single feasible node anyway.
+	DefaultWeight = 1
+)
+
+// Options describe an installation.
+type Options struct {
+	// URLPrefix is where the verbs live, e.g.
+	// https://everynode.everynode-system.svc:443/extender. It must be https.
+	URLPrefix string
+	// CAData is the PEM bundle that signs the extender's serving
+	// certificate, embedded as tlsConfig.caData. Set it or CAFile.
+	CAData []byte
+	// CAFile is the path, on kube-scheduler's host, of that bundle
+	// (tlsConfig.caFile). Set it or CAData.
+	CAFile string
+	// ServerName, if set, is the name checked against the serving
+	// certificate instead of URLPrefix's host.
+	ServerName string
+	// HTTPTimeout is each call's timeout; zero means DefaultHTTPTimeout.
+	HTTPTimeout time.Duration
+	// Weight multiplies the prioritize score; zero means DefaultWeight.
+	Weight int64
+	// Kubeconfig is kube-scheduler's clientConnection.kubeconfig; empty
+	// leaves it out (in-cluster config).
+	Kubeconfig string
+	// SchedulerName, if set, names the one profile, for a second scheduler
+	// next to the default one. It also names that scheduler's leader
+	// election lease: sharing the default "kube-scheduler" lease would
+	// leave one of the two schedulers idle.
+	SchedulerName string
+	// LeaderElectionNamespace is the namespace of that lease; empty keeps
+	// kube-scheduler's default (kube-system).
+	LeaderElectionNamespace string
+	// NoLeaderElection turns leader election off, for a single replica.
+	NoLeaderElection bool
+}
+
+// document is the rendered configuration. The top level is local so that
+// unset fields are left out instead of printed as zero values; the extender
+// entry is upstream's own type, and the tests decode the whole output
+// strictly into upstream's KubeSchedulerConfiguration.
+type document struct {
+	APIVersion       string                 `json:"apiVersion"`
+	Kind             string                 `json:"kind"`
+	ClientConnection *clientConnection      `json:"clientConnection,omitempty"`
+	LeaderElection   *leaderElection        `json:"leaderElection,omitempty"`
+	Profiles         []profile              `json:"profiles,omitempty"`
+	Extenders        []schedulerv1.Extender `json:"extenders"`
+}
+
+type clientConnection struct {
+	Kubeconfig string `json:"kubeconfig"`
+}
+
+type leaderElection struct {
+	LeaderElect       bool   `json:"leaderElect"`
+	ResourceName      string `json:"resourceName,omitempty"`
+	ResourceNamespace string `json:"resourceNamespace,omitempty"`
+}
+
+type profile struct {
+	SchedulerName string `json:"schedulerName"`
+}
+
+// Render returns the KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1)
+// for o as YAML, or an error naming the first invalid option.
+func Render(o Options) ([]byte, error) {
+	ext, err := extender(o)
+	if err != nil {
+		return nil, err
+	}
+	doc := document{
+		APIVersion: schedulerv1.SchemeGroupVersion.String(),
+		Kind:       "KubeSchedulerConfiguration",
+		Extenders:  []schedulerv1.Extender{ext},
+	}
+	if o.Kubeconfig != "" {
+		doc.ClientConnection = &clientConnection{Kubeconfig: o.Kubeconfig}
+	}
+	switch {
+	case o.NoLeaderElection:
+		doc.LeaderElection = &leaderElection{LeaderElect: false}
+	case o.SchedulerName != "" || o.LeaderElectionNamespace != "":
+		doc.LeaderElection = &leaderElection{LeaderElect: true, ResourceName: o.SchedulerName, ResourceNamespace: o.LeaderElectionNamespace}
+	}
+	if o.SchedulerName != "" {
+		doc.Profiles = []profile{{SchedulerName: o.SchedulerName}}
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("render scheduler configuration: %w", err)
+	}
+	header := "# kube-scheduler configuration with the everynode extender (everynode scheduler-config).\n"
+	return append([]byte(header), out...), nil
+}
+
+// extender validates o and builds the extenders entry.
+func extender(o Options) (schedulerv1.Extender, error) {
+	prefix, err := urlPrefix(o.URLPrefix)
+	if err != nil {
+		return schedulerv1.Extender{}, err
+	}
+	tls := &schedulerv1.ExtenderTLSConfig{ServerName: o.ServerName}
+	switch {
+	case len(o.CAData) > 0 && o.CAFile != "":
+		return schedulerv1.Extender{}, errors.New("give the CA as data or as a file, not both")
+	case len(o.CAData) > 0:
+		if err := checkCA(o.CAData); err != nil {
+			return schedulerv1.Extender{}, err
+		}
+		tls.CAData = o.CAData
+	case o.CAFile != "":
+		tls.CAFile = o.CAFile
+	default:
+		return schedulerv1.Extender{}, errors.New("a CA (data or file) is required: kube-scheduler must verify the extender's certificate")
+	}
+	timeout := o.HTTPTimeout
+	switch {
+	case timeout < 0:
+		return schedulerv1.Extender{}, fmt.Errorf("HTTP timeout %s is negative", timeout)
+	case timeout == 0:
+		timeout = DefaultHTTPTimeout
+	}
+	weight := o.Weight
+	switch {
+	case weight < 0:
+		return schedulerv1.Extender{}, fmt.Errorf("weight %d is negative; kube-scheduler requires a positive weight with a prioritize verb", weight)
+	case weight == 0:
+		weight = DefaultWeight
+	}
+	return schedulerv1.Extender{
+		URLPrefix:      prefix,
+		FilterVerb:     FilterVerb,
+		PrioritizeVerb: PrioritizeVerb,
+		PreemptVerb:    PreemptVerb,
+		Weight:         weight,
+		EnableHTTPS:    true,
+		TLSConfig:      tls,
+		HTTPTimeout:    metav1.Duration{Duration: timeout},
+		// Node names in and out: the extender has its own node cache, and
+		// full Node objects for 5,000 nodes would cost megabytes per call.
+		NodeCacheCapable: true,
+		// The webhook pins daemon pods and the controller counts them: an
+		// extender outage must slow nothing down but the gate.
+		Ignorable: true,
+	}, nil
+}
+
+// urlPrefix checks that raw is an https URL with a host and nothing the
+// scheduler would mangle, and drops a trailing slash (the scheduler adds
+// its own before the verb).
+func urlPrefix(raw string) (string, error) {
+	if raw == "" {
+		return "", errors.New("the extender URL prefix is required, e.g. https://everynode.everynode-system.svc:443/extender")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("extender URL prefix %q: %w", raw, err)
+	}
+	switch {
+	case u.Scheme != "https":
+		return "", fmt.Errorf("extender URL prefix %q: scheme must be https, the extender serves TLS only", raw)
+	case u.Host == "":
+		return "", fmt.Errorf("extender URL prefix %q has no host", raw)
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return "", fmt.Errorf("extender URL prefix %q: no user, query or fragment allowed", raw)
+	}
+	return strings.TrimRight(raw, "/"), nil
+}
+
+// checkCA makes sure data holds at least one parsable PEM certificate and
+// nothing else, so a wrong file (a key, a kubeconfig) fails here rather
+// than as a TLS error in kube-scheduler's log.
+func checkCA(data []byte) error {
+	found := 0
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			if strings.TrimSpace(string(rest)) != "" {
+				return errors.New("CA data holds something other than PEM certificates")
+			}
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return fmt.Errorf("CA data holds a PEM %q block, want CERTIFICATE", block.Type)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return fmt.Errorf("CA data: %w", err)
+		}
+		found++
+	}
+	if found == 0 {
+		return errors.New("CA data holds no PEM certificate")
+	}
+	return nil
+}
