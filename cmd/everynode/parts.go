@@ -11,6 +11,7 @@ import (
 	"everynode.io/everynode/controller"
 	"everynode.io/everynode/index"
 	"everynode.io/everynode/server"
+	"everynode.io/everynode/webhook"
 )
 
 // partsConfig is what the webhook, extender and controller are built from.
@@ -54,7 +55,29 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	}
 	controller.RegisterMetrics(cfg.registry)
 
+	dryRunner, err := webhook.NewPodDryRunnerForConfig(cfg.clients.config)
+	if err != nil {
+		return nil, err
+	}
+	hooks, err := webhook.NewHandlers(webhook.Config{
+		ControllerUsername: cfg.opts.controllerUsername,
+		Nodes:              nodeInformer.Lister(),
+		Sets:               setInformer.Lister(),
+		DryRunner:          dryRunner,
+		SchedulerName:      cfg.opts.schedulerName,
+	})
+	if err != nil {
+		return nil, err
+	}
+	webhook.RegisterMetrics(cfg.registry)
+
 	p := &parts{
+		routes: server.Routes{
+			MutateDaemonSet:   hooks[webhook.PathMutateDaemonSet],
+			ValidateDaemonSet: hooks[webhook.PathValidateDaemonSet],
+			MutatePod:         hooks[webhook.PathMutatePod],
+			ValidatePod:       hooks[webhook.PathValidatePod],
+		},
 		controller: ctrl,
 		synced: func() error {
 			if !nodes.HasSynced() || !pods.HasSynced() || !sets.HasSynced() {

@@ -1,0 +1,121 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
+	"everynode.io/everynode/webhook/admission"
+)
+
+// podMutator serves /mutate/pod.
+type podMutator struct {
+	nodes         NodeGetter
+	sets          SetGetter
+	schedulerName string
+}
+
+func (m *podMutator) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed()
+	}
+	pod := &corev1.Pod{}
+	if err := decodeObject(req.Object.Raw, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if !placement.IsDaemonPod(pod) {
+		// The objectSelector keeps other pods away; this guards a chart
+		// that lost it.
+		return admission.Allowed()
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	target, err := podTarget(pod)
+	if err != nil {
+		return admission.Forbidden(err.Error())
+	}
+
+	var set *everynodev1alpha1.DaemonSet
+	if ref := placement.ControllerRef(pod); ref != nil {
+		// A pod without an owner is still pinned and tolerated here;
+		// /validate/pod then refuses it with the reason.
+		set, err = m.sets.DaemonSets(pod.Namespace).Get(ref.Name)
+		switch {
+		case apierrors.IsNotFound(err):
+			return admission.Forbidden(fmt.Sprintf("pod's owner, everynode DaemonSet %s/%s, is not known (deleted, or not yet in this webhook's cache; the controller retries)", pod.Namespace, ref.Name))
+		case err != nil:
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("look up everynode DaemonSet %s/%s: %w", pod.Namespace, ref.Name, err))
+		}
+	}
+	var node *corev1.Node
+	if set != nil && len(set.Spec.NodeOverrides) > 0 {
+		node, err = m.nodes.Get(target)
+		switch {
+		case apierrors.IsNotFound(err):
+			return admission.Forbidden(fmt.Sprintf("target node %q is not known (deleted, or not yet in this webhook's cache), so the set's nodeOverrides cannot be matched; the controller retries", target))
+		case err != nil:
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("look up node %s: %w", target, err))
+		}
+	}
+
+	original := pod.DeepCopy()
+	if err := mutatePod(pod, target, set, node, m.schedulerName); err != nil {
+		return admission.Forbidden(err.Error())
+	}
+	return admission.Patched(req.Object.Raw, original, pod)
+}
+
+// podValidator serves /validate/pod.
+type podValidator struct {
+	controllerUsername string
+	sets               SetGetter
+}
+
+func (v *podValidator) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	switch req.Operation {
+	case admissionv1.Create:
+		pod := &corev1.Pod{}
+		if err := decodeObject(req.Object.Raw, pod); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		if pod.Namespace == "" {
+			pod.Namespace = req.Namespace
+		}
+		denial, err := validatePodCreate(pod, req.UserInfo.Username, v.controllerUsername, v.lookup)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		if denial != "" {
+			return admission.Forbidden(denial)
+		}
+		return admission.Allowed()
+	case admissionv1.Update:
+		if req.SubResource != "" {
+			return admission.Allowed()
+		}
+		pod, old := &corev1.Pod{}, &corev1.Pod{}
+		if err := decodeObject(req.Object.Raw, pod); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		if err := decodeObject(req.OldObject.Raw, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("oldObject: %w", err))
+		}
+		if denial := validatePodUpdate(pod, old); denial != "" {
+			return admission.Forbidden(denial)
+		}
+		return admission.Allowed()
+	default:
+		return admission.Allowed()
+	}
+}
+
+func (v *podValidator) lookup(namespace, name string) (*everynodev1alpha1.DaemonSet, error) {
+	return v.sets.DaemonSets(namespace).Get(name)
+}
