@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Deletes the e2e kwok cluster started by cluster-up.sh: stops its processes
 # and removes its state under .e2e/kwok and its context in .e2e/kubeconfig.
-# A cluster that does not exist is not an error. Env: CLUSTER_NAME.
+# A cluster that does not exist is not an error.
+# Env: CLUSTER_NAME, E2E_KUBECONFIG (as for cluster-up.sh).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -14,4 +15,4 @@ if [[ ! -x "$E2E/bin/kwokctl" ]]; then
   exit 0
 fi
 echo "deleting kwok cluster $CLUSTER_NAME..."
-"$E2E/bin/kwokctl" --name "$CLUSTER_NAME" delete cluster --kubeconfig "$E2E/kubeconfig"
+"$E2E/bin/kwokctl" -v=WARN --name "$CLUSTER_NAME" delete cluster --kubeconfig "${E2E_KUBECONFIG:-$E2E/kubeconfig}"

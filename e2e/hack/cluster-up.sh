@@ -10,6 +10,8 @@
 #   SCHEDULER_CONFIG  KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1,
 #                     one document) for kube-scheduler, e.g. with the extender;
 #                     kwokctl fills in clientConnection.kubeconfig itself
+#   E2E_KUBECONFIG    kubeconfig to write (default .e2e/kubeconfig); the caller's
+#                     KUBECONFIG is ignored so a real cluster is never touched
 #   KCM_CONTROLLERS   value for kube-controller-manager --controllers, e.g.
 #                     '*,-daemonset-controller' (default: kwokctl sets none, so all)
 # Extra arguments are passed on to `kwokctl create cluster`, e.g.
@@ -17,7 +19,7 @@
 #   --config kwokctl.yaml             (KwokctlConfiguration with componentsPatches:
 #                                      [{name: kube-controller-manager, extraArgs: [{key: v, value: "2"}]}])
 #
-# Writes .e2e/kubeconfig; use it with: export KUBECONFIG=<repo>/.e2e/kubeconfig
+# Then: export KUBECONFIG=<repo>/.e2e/kubeconfig
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -25,20 +27,23 @@ E2E="$ROOT/.e2e"
 BIN="$E2E/bin"
 CLUSTER_NAME="${CLUSTER_NAME:-everynode-e2e}"
 NODES="${NODES:-3}"
-export KUBECONFIG="$E2E/kubeconfig"
+export KUBECONFIG="${E2E_KUBECONFIG:-$E2E/kubeconfig}"
 # kwokctl keeps each cluster's pki, etcd data, logs and pid files under
 # $KWOK_WORKDIR/clusters/<name> (default ~/.kwok). Keeping it in .e2e means
 # cluster-down.sh plus `rm -rf .e2e` leaves nothing behind.
 export KWOK_WORKDIR="$E2E/kwok"
 export PATH="$BIN:$PATH"
+# kwokctl logs JSON when not on a terminal; this script prints its own
+# progress, so keep kwokctl to warnings and errors.
+kwokctl() { command kwokctl -v=WARN --name "$CLUSTER_NAME" "$@"; }
 
 "$ROOT/e2e/hack/tools.sh"
 
 # `kwokctl create cluster` on an existing, running cluster returns at once and
 # ignores the new flags (scheduler config, controllers), so start afresh.
-if kwokctl get clusters 2>/dev/null | grep -qx "$CLUSTER_NAME"; then
+if command kwokctl get clusters 2>/dev/null | grep -qx "$CLUSTER_NAME"; then
   echo "deleting existing cluster $CLUSTER_NAME"
-  kwokctl --name "$CLUSTER_NAME" delete cluster --kubeconfig "$KUBECONFIG" >/dev/null
+  kwokctl delete cluster --kubeconfig "$KUBECONFIG" >/dev/null
 fi
 
 args=(
@@ -60,15 +65,15 @@ args=(
 
 start=$SECONDS
 echo "creating kwok cluster $CLUSTER_NAME (binary runtime, state in $KWOK_WORKDIR)..."
-kwokctl --name "$CLUSTER_NAME" create cluster "${args[@]}" "$@"
+kwokctl create cluster "${args[@]}" "$@"
 
 echo "adding $NODES kwok nodes..."
-kwokctl --name "$CLUSTER_NAME" scale node --replicas "$NODES"
+kwokctl scale node --replicas "$NODES"
 
 # --wait covers the control plane; the nodes and /readyz are checked here so
 # tests can start right after this script returns.
 echo "waiting for nodes to be Ready and /readyz to be ok..."
-kubectl wait --for=condition=Ready node --all --timeout=120s >/dev/null
+if ((NODES > 0)); then kubectl wait --for=condition=Ready node --all --timeout=120s >/dev/null; fi
 for _ in $(seq 60); do
   [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]] && break
   sleep 1

@@ -47,7 +47,7 @@ build() {
   echo "built $mod tools (${bins[*]}) in $((SECONDS - start))s"
 }
 
-build kube "kube tools (first time takes ~15 min on 2 cores)" \
+build kube "kube tools (first time takes ~20 min on 2 cores)" \
   "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION \
    -X k8s.io/component-base/version.gitMajor=1 \
    -X k8s.io/component-base/version.gitMinor=37 \
@@ -61,13 +61,13 @@ build kube "kube tools (first time takes ~15 min on 2 cores)" \
   sigs.k8s.io/kwok/cmd/kwok \
   sigs.k8s.io/kwok/cmd/kwokctl
 
-build helm "helm (first time takes ~3 min)" \
+build helm "helm (first time takes ~3-5 min)" \
   "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
   helm -- helm.sh/helm/v4/cmd/helm
 
 # cert-manager's binary modules are not served; these two mains wire its
 # library packages (see e2e/tools/certmanager).
-build certmanager "cert-manager (first time takes ~4 min)" \
+build certmanager "cert-manager (first time takes ~4-5 min)" \
   "-X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION" \
   cert-manager-controller cert-manager-cainjector -- \
   ./cmd/cert-manager-controller ./cmd/cert-manager-cainjector
