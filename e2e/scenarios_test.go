@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -284,10 +285,16 @@ func TestValidSetIsStoredWithDefaults(t *testing.T) {
 func TestSelectorIsImmutable(t *testing.T) {
 	ns := newNamespace(t)
 	createSet(t, simpleSet(ns, "agent", map[string]string{scenarioLabel: "none"}))
-	ds := getSet(t, ns, "agent")
-	ds.Spec.Selector.MatchLabels["extra"] = "x"
-	ds.Spec.Template.Labels["extra"] = "x"
-	_, err := everynode.EverynodeV1alpha1().DaemonSets(ns).Update(ctx(t), ds, metav1.UpdateOptions{})
+	var err error
+	for range 10 { // the controller's status writes may conflict with ours
+		ds := getSet(t, ns, "agent")
+		ds.Spec.Selector.MatchLabels["extra"] = "x"
+		ds.Spec.Template.Labels["extra"] = "x"
+		_, err = everynode.EverynodeV1alpha1().DaemonSets(ns).Update(ctx(t), ds, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) {
+			break
+		}
+	}
 	if err == nil || !strings.Contains(err.Error(), "spec.selector") {
 		t.Fatalf("selector change: got %v, want a refusal naming spec.selector", err)
 	}
