@@ -505,3 +505,87 @@ func TestExplain(t *testing.T) {
 		}
 	}
 }
+
+// setPodReady flips a pod's Ready condition, as a kubelet would when its
+// readiness probe fails or passes (kwok runs no probes).
+func setPodReady(t *testing.T, ns, name string, ready bool) {
+	t.Helper()
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	for range 10 {
+		pod, err := kube.CoreV1().Pods(ns).Get(ctx(t), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+				pod.Status.Conditions[i].Status = status
+				pod.Status.Conditions[i].LastTransitionTime = metav1.Now()
+			}
+		}
+		_, err = kube.CoreV1().Pods(ns).UpdateStatus(ctx(t), pod, metav1.UpdateOptions{})
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatalf("update status of pod %s: %v", name, err)
+		}
+	}
+	t.Fatalf("update status of pod %s: too many conflicts", name)
+}
+
+// A set with nodeReadinessGate keeps ordinary pods off a node until its
+// daemon pod there is Ready: the scheduler's extender call fails the node
+// with a reason naming the set, and the pod lands once the daemon is Ready.
+func TestNodeReadinessGate(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "gate-" + randSuffix()}
+	nodes := createNodes(t, "gate", 1, sel)
+	gate := simpleSet(ns, "cni", sel)
+	gate.Spec.NodeReadinessGate = true
+	createSet(t, gate)
+	eventually(t, settle, "the gating daemon pod to run", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "cni", nodes, nil)
+	})
+	daemon := daemonPods(t, ns, "cni")[0]
+
+	t.Log("the daemon pod turns not Ready: the node is gated")
+	setPodReady(t, ns, daemon.Name, false)
+	plain := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "workload", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeSelector: sel,
+			Containers:   []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}},
+		},
+	}
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx(t), plain, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, settle, "the scheduler to say the node waits for the gate", func() (bool, string, error) {
+		p, err := kube.CoreV1().Pods(ns).Get(ctx(t), "workload", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		if p.Spec.NodeName != "" {
+			t.Fatalf("the pod was bound to %s while the gate was closed", p.Spec.NodeName)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "cni") {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("conditions %+v", p.Status.Conditions), nil
+	})
+
+	t.Log("the daemon pod turns Ready: the workload lands")
+	setPodReady(t, ns, daemon.Name, true)
+	eventually(t, 6*time.Minute, "the workload to be scheduled on the node", func() (bool, string, error) {
+		p, err := kube.CoreV1().Pods(ns).Get(ctx(t), "workload", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Spec.NodeName == nodes[0], "still pending", nil
+	})
+}

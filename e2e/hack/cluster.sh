@@ -29,7 +29,7 @@ pki() {
 
 scheduler_config() {
   "$ROOT/bin/everynode" scheduler-config \
-    --url "$EVERYNODE_URL/extender" --ca-file "$PKI/ca.crt" >"$E2E/scheduler-config.yaml"
+    --url "$EVERYNODE_URL/extender" --ca-file "$PKI/ca.crt" >"$STATE/scheduler-config.yaml"
 }
 
 install_chart() {
@@ -63,18 +63,18 @@ KC
 
 start_everynode() {
   stop_everynode
-  say "starting everynode as system:serviceaccount:$NAMESPACE:$RELEASE (log: .e2e/logs/everynode.log)"
+  say "starting everynode as system:serviceaccount:$NAMESPACE:$RELEASE (log: $EVERYNODE_LOG)"
   # shellcheck disable=SC2086
   nohup "$ROOT/bin/everynode" serve \
     --kubeconfig "$EVERYNODE_KUBECONFIG" --namespace "$NAMESPACE" \
     --leader-election-id "$RELEASE" \
     --cert-mode file --tls-cert-file "$PKI/tls.crt" --tls-key-file "$PKI/tls.key" \
     --secure-addr "127.0.0.1:$EVERYNODE_PORT" --health-addr "127.0.0.1:$EVERYNODE_HEALTH_PORT" \
-    --profiling -v 2 ${EVERYNODE_ARGS:-} >>"$LOGS/everynode.log" 2>&1 &
+    --profiling -v 2 ${EVERYNODE_ARGS:-} >>"$EVERYNODE_LOG" 2>&1 &
   echo $! >"$EVERYNODE_PID"
   printf 'waiting for everynode /readyz'
   if ! wait_for "everynode /readyz" 60 curl -fsS "http://127.0.0.1:$EVERYNODE_HEALTH_PORT/readyz"; then
-    tail -20 "$LOGS/everynode.log" >&2
+    tail -20 "$EVERYNODE_LOG" >&2
     return 1
   fi
   echo " ready"
@@ -97,7 +97,7 @@ up() {
   [[ -x "$ROOT/bin/everynode" ]] || (cd "$ROOT" && go build -o bin/ ./cmd/everynode)
   pki
   scheduler_config
-  SCHEDULER_CONFIG="$E2E/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh"
+  SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh"
   install_chart
   service_account_kubeconfig
   start_everynode
@@ -105,7 +105,7 @@ up() {
   cat <<MSG
   export KUBECONFIG=$KUBECONFIG PATH=$BIN:\$PATH
   kubectl get nodes; kubectl get eds -A
-  everynode log: $LOGS/everynode.log    metrics: http://127.0.0.1:$EVERYNODE_HEALTH_PORT/metrics
+  everynode log: $EVERYNODE_LOG    metrics: http://127.0.0.1:$EVERYNODE_HEALTH_PORT/metrics
   stop it all: make cluster-down
 MSG
 }

@@ -6,7 +6,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 "$ROOT/e2e/hack/cluster.sh" down >/dev/null 2>&1 || true
-: >"$LOGS/everynode.log"
+: >"$EVERYNODE_LOG"
 "$ROOT/e2e/hack/cluster.sh" up
 if [[ -z "${KEEP_CLUSTER:-}" ]]; then
   trap '"$ROOT/e2e/hack/cluster.sh" down >/dev/null 2>&1 || true' EXIT
@@ -18,6 +18,6 @@ status=0
 (cd "$ROOT/e2e" && go test -count=1 -v -timeout 40m ${GO_TEST_ARGS:-} ./...) || status=$?
 if (( status != 0 )); then
   echo "--- last lines of .e2e/logs/everynode.log:"
-  tail -40 "$LOGS/everynode.log" || true
+  tail -40 "$EVERYNODE_LOG" || true
 fi
 exit $status

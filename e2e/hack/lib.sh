@@ -7,22 +7,36 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 E2E="$ROOT/.e2e"
 BIN="$E2E/bin"
-LOGS="$E2E/logs"
 PKI="$E2E/pki"
-export KUBECONFIG="${KUBECONFIG_OVERRIDE:-$E2E/kubeconfig}"
 export KWOK_WORKDIR="$E2E/kwok"
 export PATH="$BIN:$PATH"
 
 CLUSTER_NAME="${CLUSTER_NAME:-everynode-e2e}"
+# The default cluster keeps the documented paths (.e2e/kubeconfig, ...);
+# another CLUSTER_NAME (the benchmark's) gets its own files, so two clusters
+# can run side by side without touching each other.
+if [[ "$CLUSTER_NAME" == everynode-e2e ]]; then
+  STATE="$E2E"
+  EVERYNODE_PORT="${EVERYNODE_PORT:-18443}"
+  EVERYNODE_HEALTH_PORT="${EVERYNODE_HEALTH_PORT:-18080}"
+else
+  STATE="$E2E/$CLUSTER_NAME"
+  EVERYNODE_PORT="${EVERYNODE_PORT:-28443}"
+  EVERYNODE_HEALTH_PORT="${EVERYNODE_HEALTH_PORT:-28080}"
+fi
+LOGS="$STATE/logs"
+# cluster-up.sh writes the kubeconfig here; the caller's KUBECONFIG is never
+# overwritten, so a real cluster is never touched by these scripts.
+export E2E_KUBECONFIG="$STATE/kubeconfig"
+export KUBECONFIG="$E2E_KUBECONFIG"
 NAMESPACE="${NAMESPACE:-everynode-system}"
 RELEASE="${RELEASE:-everynode}"
 # everynode runs on this host, outside the cluster (no container runtime
 # here); the API server and kube-scheduler reach it on loopback.
-EVERYNODE_PORT="${EVERYNODE_PORT:-18443}"
-EVERYNODE_HEALTH_PORT="${EVERYNODE_HEALTH_PORT:-18080}"
 EVERYNODE_URL="https://127.0.0.1:$EVERYNODE_PORT"
-EVERYNODE_PID="$E2E/everynode.pid"
-EVERYNODE_KUBECONFIG="$E2E/everynode.kubeconfig"
+EVERYNODE_PID="$STATE/everynode.pid"
+EVERYNODE_KUBECONFIG="$STATE/everynode.kubeconfig"
+EVERYNODE_LOG="$LOGS/everynode.log"
 
 mkdir -p "$LOGS"
 
