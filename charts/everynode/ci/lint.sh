@@ -65,12 +65,13 @@ has default 'path: /healthz'
 has default 'path: /readyz'
 has default 'fieldPath: metadata.namespace'
 count default 4 '^    failurePolicy: Fail$'
-count default 4 '^    sideEffects: None$'
-count default 4 '^    matchPolicy: Equivalent$'
-count default 4 'operator: NotIn'
-count default 4 'values: \["kube-system","kube-node-lease","everynode-system"\]'
+count default 1 '^    failurePolicy: Ignore$'
+count default 5 '^    sideEffects: None$'
+count default 5 '^    matchPolicy: Equivalent$'
+count default 5 'operator: NotIn'
+count default 5 'values: \["kube-system","kube-node-lease","everynode-system"\]'
 count default 2 'everynode.io/daemon-pod: "true"'
-count default 4 '^        port: 443$'
+count default 5 '^        port: 443$'
 has default 'reinvocationPolicy: IfNeeded'
 has default 'resourceNames: \["everynode-ca"\]'
 hasnt default '^kind: ValidatingAdmissionPolicy$'
@@ -85,8 +86,8 @@ has vap '^kind: ValidatingAdmissionPolicy$'
 has vap '^kind: ValidatingAdmissionPolicyBinding$'
 
 render external-ca --set external.url=https://127.0.0.1:8443 --set tls.caBundle=LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=
-count external-ca 4 'caBundle: LS0t'
-count external-ca 4 'url: "https://127.0.0.1:8443/'
+count external-ca 5 'caBundle: LS0t'
+count external-ca 5 'url: "https://127.0.0.1:8443/'
 hasnt external-ca '^kind: Deployment$'
 
 render certmanager --set certManager.enabled=true
@@ -112,7 +113,7 @@ has certmanager-issuer 'name: corp-ca'
 render existing-secret --set tls.existingSecret=x --set tls.caBundle="$CA"
 has existing-secret '"--cert-mode=file"'
 has existing-secret 'secretName: x$'
-count existing-secret 4 "caBundle: $CA"
+count existing-secret 5 "caBundle: $CA"
 hasnt existing-secret 'cert-manager.io'
 hasnt existing-secret 'resources: \["secrets"\]'
 
