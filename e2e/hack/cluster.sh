@@ -27,9 +27,23 @@ pki() {
   )
 }
 
+# One scheduler and one controller-manager: no leader election, which on a
+# busy 2-core machine only makes them exit when a lease renewal is slow.
 scheduler_config() {
-  "$ROOT/bin/everynode" scheduler-config \
+  "$ROOT/bin/everynode" scheduler-config --no-leader-election \
     --url "$EVERYNODE_URL/extender" --ca-file "$PKI/ca.crt" >"$STATE/scheduler-config.yaml"
+}
+
+kwokctl_config() {
+  cat >"$STATE/kwokctl.yaml" <<'YAML'
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+componentsPatches:
+- name: kube-controller-manager
+  extraArgs:
+  - key: leader-elect
+    value: "false"
+YAML
 }
 
 install_chart() {
@@ -97,7 +111,8 @@ up() {
   [[ -x "$ROOT/bin/everynode" ]] || (cd "$ROOT" && go build -o bin/ ./cmd/everynode)
   pki
   scheduler_config
-  SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh"
+  kwokctl_config
+  SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh" --config "$STATE/kwokctl.yaml"
   install_chart
   service_account_kubeconfig
   start_everynode

@@ -37,9 +37,11 @@ kubectl everynode rollout status "$SET" -n "$NS" --timeout 3m
 kubectl get pods -n "$NS" -l name=$SET -o wide
 
 say "4/6 rolling a new image (maxUnavailable 1, the apps/v1 default)"
-kubectl annotate eds "$SET" -n "$NS" --overwrite kubernetes.io/change-cause="image fluentd:v5.0.2"
 kubectl patch eds "$SET" -n "$NS" --type json \
   -p '[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"quay.io/fluentd_elasticsearch/fluentd:v5.0.2"}]'
+# As for Deployments, annotate right after the change: the controller copies
+# the set's change-cause onto its current revision (rollout history shows it).
+kubectl annotate eds "$SET" -n "$NS" --overwrite kubernetes.io/change-cause="image fluentd:v5.0.2"
 kubectl everynode rollout status "$SET" -n "$NS" --timeout 3m
 kubectl get pods -n "$NS" -l name=$SET -o custom-columns=POD:.metadata.name,NODE:.spec.nodeName,IMAGE:.spec.containers[0].image,STATUS:.status.phase
 

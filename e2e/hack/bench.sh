@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# bench.sh: everynode against kube-controller-manager's DaemonSet controller,
+# on one local kwok cluster (CLUSTER_NAME=everynode-bench, its own state under
+# .e2e/everynode-bench, ports 28443/28080), alternating A (apps/v1) and B
+# (everynode.io/v1alpha1) ROUNDS times. The measuring is done by the Go
+# program in bench/ (see bench/README.md); this script only sets the stage.
+#
+# Env:
+#   NODES=1000        kwok nodes
+#   ROUNDS=3          A,B pairs
+#   QPS=50 BURST=100  client QPS and burst of BOTH controllers
+#   KCM_CONTROLLERS   kube-controller-manager --controllers
+#                     (default daemonset-controller: only what the comparison needs)
+#   KEEP_CLUSTER=1    leave the cluster up at the end (default: tear it down)
+#   REUSE_CLUSTER=1   reuse a running bench cluster (skips `up`)
+#   BENCH_ARGS        extra flags for the bench program (e.g. --join=50)
+#
+# Why not `cluster.sh up`: it does not pass arguments on to cluster-up.sh, and
+# the benchmark needs a kwokctl config (kube-controller-manager's QPS, burst
+# and controllers) and an audit policy (to count requests per client). The
+# other steps are the same as cluster.sh's, and everynode itself is started by
+# `cluster.sh start-everynode`.
+set -euo pipefail
+export CLUSTER_NAME=everynode-bench
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+NODES="${NODES:-1000}"
+ROUNDS="${ROUNDS:-3}"
+QPS="${QPS:-50}"
+BURST="${BURST:-100}"
+KCM_CONTROLLERS="${KCM_CONTROLLERS:-daemonset-controller}"
+KWOK_CLUSTER="$KWOK_WORKDIR/clusters/$CLUSTER_NAME"
+# Leader election is off for both controllers: on a busy machine a slow
+# Lease renewal makes either one exit in the middle of a run, and a single
+# replica needs no election.
+export EVERYNODE_ARGS="--kube-api-qps=$QPS --kube-api-burst=$BURST --leader-elect=false ${EVERYNODE_ARGS:-}"
+
+# Same as cluster.sh's pki(): a CA and a 127.0.0.1 serving certificate, shared
+# by all local clusters (made once).
+pki() {
+  [[ -f "$PKI/tls.crt" && -f "$PKI/ca.crt" ]] && return
+  mkdir -p "$PKI"
+  (
+    cd "$PKI"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 365 \
+      -subj /CN=everynode-e2e-ca -keyout ca.key -out ca.crt 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -subj /CN=everynode -keyout tls.key -out tls.csr 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >ext.cnf
+    openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 \
+      -extfile ext.cnf -out tls.crt 2>/dev/null
+  )
+}
+
+# The audit log is how requests are told apart by client (user agent):
+# apiserver_request_total has no client label, and kube-controller-manager,
+# kube-scheduler and kwok all share kwokctl's admin identity. Metadata level,
+# one event per request; node heartbeats (leases, nodes/status) are left out
+# because no controller under test makes them and they would swamp the log.
+audit_policy() {
+  cat >"$STATE/audit-policy.yaml" <<'YAML'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: None
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
+- level: None
+  resources: [{group: "", resources: [nodes/status]}]
+- level: None
+  nonResourceURLs: ["/metrics", "/healthz*", "/readyz*", "/livez*", "/version", "/openapi*", "/api", "/apis", "/api/*", "/apis/*"]
+- level: Metadata
+YAML
+}
+
+kwokctl_config() {
+  cat >"$STATE/kwokctl.yaml" <<YAML
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+componentsPatches:
+- name: kube-controller-manager
+  extraArgs:
+  - {key: controllers, value: "$KCM_CONTROLLERS"}
+  - {key: kube-api-qps, value: "$QPS"}
+  - {key: kube-api-burst, value: "$BURST"}
+  - {key: leader-elect, value: "false"}
+YAML
+}
+
+add_nodes() {
+  say "adding $NODES kwok nodes"
+  kwokctl -v=WARN --name "$CLUSTER_NAME" scale node --replicas "$NODES"
+  printf 'waiting for %s nodes to be Ready' "$NODES"
+  wait_for "$NODES Ready nodes" $((300 + NODES / 10)) \
+    bash -c "[[ \$(kubectl get nodes --no-headers | grep -cw Ready) -ge $NODES ]]"
+  echo " ok"
+}
+
+install_chart() {
+  say "installing the everynode chart (external mode: webhooks call $EVERYNODE_URL)"
+  kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  helm upgrade --install "$RELEASE" "$ROOT/charts/everynode" --namespace "$NAMESPACE" \
+    --set external.url="$EVERYNODE_URL" \
+    --set tls.caBundle="$(base64 -w0 <"$PKI/ca.crt")" \
+    --wait --timeout 2m >"$LOGS/helm.log"
+}
+
+up() {
+  say "bench cluster: $NODES nodes, kube-controller-manager --controllers=$KCM_CONTROLLERS, QPS $QPS burst $BURST for both"
+  pki
+  audit_policy
+  kwokctl_config
+  "$ROOT/bin/everynode" scheduler-config \
+    --url "$EVERYNODE_URL/extender" --ca-file "$PKI/ca.crt" >"$STATE/scheduler-config.yaml"
+  # The nodes are added here, not by cluster-up.sh: its 120 s wait for them
+  # to be Ready is too short for thousands of nodes on a busy 2-core machine.
+  NODES=0 SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh" \
+    --config "$STATE/kwokctl.yaml" --kube-audit-policy "$STATE/audit-policy.yaml"
+  add_nodes
+  install_chart
+  "$ROOT/e2e/hack/cluster.sh" start-everynode
+}
+
+down() { "$ROOT/e2e/hack/cluster.sh" down; }
+
+if [[ "${REUSE_CLUSTER:-}" == 1 ]] && kubectl get --raw /readyz >/dev/null 2>&1; then
+  say "reusing the running bench cluster"
+  helm status --namespace "$NAMESPACE" "$RELEASE" >/dev/null 2>&1 || install_chart
+  curl -fsS "http://127.0.0.1:$EVERYNODE_HEALTH_PORT/readyz" >/dev/null || "$ROOT/e2e/hack/cluster.sh" start-everynode
+else
+  up
+fi
+[[ "${KEEP_CLUSTER:-}" == 1 ]] || trap down EXIT
+
+say "building the bench program"
+(cd "$ROOT/bench" && go build -o "$STATE/bench" .)
+
+audit_log="$(find "$KWOK_CLUSTER/logs" -name 'audit*.log' | head -1)"
+# Metrics of kube-scheduler come from its secure port with kwokctl's admin cert.
+sched_port="$(awk '/name: kube-scheduler$/{s=1} s && /port:/{print $2; exit}' "$KWOK_CLUSTER/kwok.yaml")"
+
+say "benchmark: $ROUNDS rounds of A (apps/v1) and B (everynode.io/v1alpha1) on $NODES nodes"
+# shellcheck disable=SC2086
+"$STATE/bench" \
+  --kubeconfig "$KUBECONFIG" \
+  --nodes "$NODES" --rounds "$ROUNDS" --qps "$QPS" --burst "$BURST" \
+  --kcm-controllers "$KCM_CONTROLLERS" \
+  --manifest "$ROOT/examples/fluentd-elasticsearch.yaml" \
+  --kcm-pid-file "$KWOK_CLUSTER/pids/kube-controller-manager.pid" \
+  --everynode-pid-file "$EVERYNODE_PID" \
+  --everynode-metrics "http://127.0.0.1:$EVERYNODE_HEALTH_PORT/metrics" \
+  --scheduler-metrics "https://127.0.0.1:$sched_port/metrics" \
+  --client-cert "$KWOK_CLUSTER/pki/admin.crt" --client-key "$KWOK_CLUSTER/pki/admin.key" \
+  --audit-log "$audit_log" \
+  --out "$ROOT/bench/results" ${BENCH_ARGS:-}
