@@ -9,6 +9,7 @@ import (
 
 	everynodeinformers "everynode.io/everynode/client/informers/externalversions"
 	"everynode.io/everynode/controller"
+	"everynode.io/everynode/extender"
 	"everynode.io/everynode/index"
 	"everynode.io/everynode/server"
 	"everynode.io/everynode/webhook"
@@ -71,16 +72,25 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	}
 	webhook.RegisterMetrics(cfg.registry)
 
+	ext, err := extender.New(setInformer, nodeInformer, podInformer)
+	if err != nil {
+		return nil, err
+	}
+	extender.RegisterMetrics(cfg.registry)
+
 	p := &parts{
 		routes: server.Routes{
-			MutateDaemonSet:   hooks[webhook.PathMutateDaemonSet],
-			ValidateDaemonSet: hooks[webhook.PathValidateDaemonSet],
-			MutatePod:         hooks[webhook.PathMutatePod],
-			ValidatePod:       hooks[webhook.PathValidatePod],
+			MutateDaemonSet:    hooks[webhook.PathMutateDaemonSet],
+			ValidateDaemonSet:  hooks[webhook.PathValidateDaemonSet],
+			MutatePod:          hooks[webhook.PathMutatePod],
+			ValidatePod:        hooks[webhook.PathValidatePod],
+			ExtenderFilter:     ext.FilterHandler(),
+			ExtenderPrioritize: ext.PrioritizeHandler(),
+			ExtenderPreempt:    ext.PreemptHandler(),
 		},
 		controller: ctrl,
 		synced: func() error {
-			if !nodes.HasSynced() || !pods.HasSynced() || !sets.HasSynced() {
+			if !nodes.HasSynced() || !pods.HasSynced() || !sets.HasSynced() || !ext.HasSynced() {
 				return errors.New("informer caches not synced yet")
 			}
 			return nil

@@ -1,0 +1,96 @@
+package extender
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	everynodelisters "everynode.io/everynode/client/listers/everynode/v1alpha1"
+	"everynode.io/everynode/index"
+	"everynode.io/everynode/placement"
+)
+
+// cluster is the part of the informer caches the verbs read. Tests fill the
+// indexers behind it directly instead of running informers.
+type cluster struct {
+	nodes corelisters.NodeLister
+	sets  everynodelisters.DaemonSetLister
+	// pods must carry the index.DaemonPodsByNode and index.DaemonPodsBySet
+	// indexes.
+	pods cache.Indexer
+}
+
+// controllingSet returns the set that controls a daemon pod, with its key.
+// reason is non-empty when there is none: no everynode controller reference,
+// or a set that is gone or was replaced by another of the same name (its UID
+// differs), whose pods are about to be garbage collected.
+func (c *cluster) controllingSet(pod *corev1.Pod) (set *everynodev1alpha1.DaemonSet, key, reason string, err error) {
+	ref := placement.ControllerRef(pod)
+	if ref == nil {
+		return nil, "", reasonNoSet(), nil
+	}
+	key = index.SetKey(pod.Namespace, ref.Name)
+	set, err = c.sets.DaemonSets(pod.Namespace).Get(ref.Name)
+	if apierrors.IsNotFound(err) || (err == nil && ref.UID != "" && set.UID != ref.UID) {
+		return nil, key, reasonSetNotFound(key), nil
+	}
+	if err != nil {
+		return nil, key, "", fmt.Errorf("get DaemonSet %s: %w", key, err)
+	}
+	return set, key, "", nil
+}
+
+// daemonPodsOn returns the daemon pods of the set with key setKey whose
+// target is node, whatever their state.
+func (c *cluster) daemonPodsOn(node, setKey string) ([]*corev1.Pod, error) {
+	objs, err := c.pods.ByIndex(index.DaemonPodsByNode, node)
+	if err != nil {
+		return nil, fmt.Errorf("list daemon pods on node %s: %w", node, err)
+	}
+	var out []*corev1.Pod
+	for _, obj := range objs {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		if ref := placement.ControllerRef(pod); ref != nil && index.SetKey(pod.Namespace, ref.Name) == setKey {
+			out = append(out, pod)
+		}
+	}
+	return out, nil
+}
+
+// surgeAllowed reports whether the set's update strategy lets a node hold
+// an old and a new pod at once: a rolling update with a non-zero maxSurge.
+// An unparsable maxSurge counts as zero, as the controller cannot use it
+// either.
+func surgeAllowed(set *everynodev1alpha1.DaemonSet) bool {
+	strategy := set.Spec.UpdateStrategy
+	if strategy.Type != "" && strategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
+		return false
+	}
+	if strategy.RollingUpdate == nil || strategy.RollingUpdate.MaxSurge == nil {
+		return false
+	}
+	// Scaling against 100 with rounding up turns any positive absolute
+	// number or percentage into a positive count, as upstream does for
+	// any non-empty cluster.
+	surge, err := intstr.GetScaledValueFromIntOrPercent(strategy.RollingUpdate.MaxSurge, 100, true)
+	return err == nil && surge > 0
+}
+
+// samePod reports whether a and b are the same pod: by UID when both have
+// one, else by name, since the scheduler may send a pod before the cache
+// holds it.
+func samePod(a, b *corev1.Pod) bool {
+	if a.UID != "" && b.UID != "" {
+		return a.UID == b.UID
+	}
+	return a.Namespace == b.Namespace && a.Name == b.Name
+}

@@ -1,0 +1,300 @@
+package extender
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
+)
+
+// Why a codec of our own: kube-scheduler sends every pod it places with
+// every candidate node name, and reflection-based encoding/json spent more
+// than a millisecond per call on 5,000 names, allocating each name twice.
+// This one reads ExtenderArgs in one pass over a single string copy of the
+// body, hands out node names as substrings of it (one allocation for all of
+// them), and decodes the pod only when it may be a daemon pod: an ordinary
+// pod's fields are never read, so they are checked for JSON syntax only.
+// Anything unusual (escapes, non-ASCII, duplicate keys) goes to
+// encoding/json, so the result is what encoding/json would give; a
+// differential fuzz test (codec_test.go) holds it to that.
+
+// request is a decoded filter or prioritize call.
+type request struct {
+	// hasPod is false when the request has no pod (a 400).
+	hasPod bool
+	// daemonPod is the decoded pod when it is a daemon pod, else nil:
+	// nothing reads an ordinary pod.
+	daemonPod *corev1.Pod
+	// names is NodeNames as sent: nil when absent or null. From decodeArgs
+	// it comes from namesPool: release gives it back once the answer is
+	// written.
+	names *[]string
+	// namesRaw is the JSON text of NodeNames when every name in it is a
+	// plain string, so an answer that keeps every node can send it back as
+	// it came instead of encoding 5,000 names again; "" otherwise.
+	namesRaw string
+	// nodes is Nodes as sent, for a scheduler without nodeCacheCapable.
+	nodes *corev1.NodeList
+}
+
+// requestFromArgs turns decoded ExtenderArgs into a request.
+func requestFromArgs(args *extenderv1.ExtenderArgs) request {
+	req := request{hasPod: args.Pod != nil, names: args.NodeNames, nodes: args.Nodes}
+	if args.Pod != nil && placement.IsDaemonPod(args.Pod) {
+		req.daemonPod = args.Pod
+	}
+	return req
+}
+
+// decodeArgsSlow decodes with encoding/json, for the rare input the fast
+// path hands over.
+func decodeArgsSlow(body []byte) (request, error) {
+	var args extenderv1.ExtenderArgs
+	if err := json.Unmarshal(body, &args); err != nil {
+		return request{}, err
+	}
+	return requestFromArgs(&args), nil
+}
+
+// decodeArgs decodes an ExtenderArgs body.
+func decodeArgs(body []byte) (request, error) {
+	sc := scanner{s: string(body)}
+	sc.ws()
+	if sc.i == len(sc.s) {
+		return request{}, errEOF
+	}
+	switch sc.s[sc.i] {
+	case '{':
+	case 'n': // null leaves ExtenderArgs empty, as encoding/json does
+		if err := sc.literal("null"); err != nil {
+			return request{}, err
+		}
+		return request{}, sc.end()
+	default:
+		if err := sc.value(); err != nil {
+			return request{}, err
+		}
+		if err := sc.end(); err != nil {
+			return request{}, err
+		}
+		return request{}, errors.New("ExtenderArgs must be a JSON object")
+	}
+
+	var (
+		req                     request
+		podRaw, nodesRaw        string
+		seenPod, seenNames, dup bool
+		seenNodes               bool
+	)
+	err := sc.object(func(key string) error {
+		switch {
+		case strings.EqualFold(key, "Pod"):
+			dup, seenPod = dup || seenPod, true
+			raw, err := sc.span()
+			podRaw = raw
+			return err
+		case strings.EqualFold(key, "NodeNames"):
+			dup, seenNames = dup || seenNames, true
+			req.release() // a repeated key: keep the pool whole
+			sc.ws()
+			start := sc.i
+			names, plainNames, err := sc.stringArray()
+			req.names = names
+			if err == nil && names != nil && plainNames {
+				req.namesRaw = sc.s[start:sc.i]
+			}
+			return err
+		case strings.EqualFold(key, "Nodes"):
+			dup, seenNodes = dup || seenNodes, true
+			raw, err := sc.span()
+			nodesRaw = raw
+			return err
+		default:
+			return sc.value()
+		}
+	})
+	if err == nil {
+		err = sc.end()
+	}
+	if err != nil {
+		req.release()
+		return request{}, err
+	}
+	if dup {
+		// encoding/json merges a repeated object into the first: let it.
+		req.release()
+		return decodeArgsSlow(body)
+	}
+	if nodesRaw != "" && nodesRaw != "null" {
+		req.nodes = new(corev1.NodeList)
+		if err := json.Unmarshal([]byte(nodesRaw), req.nodes); err != nil {
+			req.release()
+			return request{}, fmt.Errorf("decode Nodes: %w", err)
+		}
+	}
+	switch {
+	case podRaw == "" || podRaw == "null":
+	case podRaw[0] != '{':
+		req.release()
+		return request{}, errors.New("decode Pod: not a JSON object")
+	default:
+		req.hasPod = true
+		if mayBeDaemonPod(podRaw) {
+			pod := new(corev1.Pod)
+			if err := json.Unmarshal([]byte(podRaw), pod); err != nil {
+				req.release()
+				return request{}, fmt.Errorf("decode Pod: %w", err)
+			}
+			if placement.IsDaemonPod(pod) {
+				req.daemonPod = pod
+			}
+		}
+	}
+	return req, nil
+}
+
+// mayBeDaemonPod reports whether a pod object, already checked for syntax,
+// may carry the daemon label: whether some metadata.labels key (matched as
+// encoding/json matches field names) is the label's. If not, no decoding
+// can make it a daemon pod; if so, the caller decodes it for real.
+func mayBeDaemonPod(raw string) bool {
+	found := false
+	sc := scanner{s: raw}
+	err := sc.object(func(key string) error {
+		if !strings.EqualFold(key, "metadata") || sc.peek() != '{' {
+			return sc.value()
+		}
+		return sc.object(func(key string) error {
+			if !strings.EqualFold(key, "labels") || sc.peek() != '{' {
+				return sc.value()
+			}
+			return sc.object(func(key string) error {
+				if key == everynodev1alpha1.LabelDaemonPod {
+					found = true
+				}
+				return sc.value()
+			})
+		})
+	})
+	return found || err != nil // on doubt, decode
+}
+
+// namesPool recycles NodeNames slices: at 5,000 names, growing a fresh
+// slice for each call made most of the garbage left after decoding.
+var namesPool = sync.Pool{New: func() any {
+	names := make([]string, 0, 256)
+	return &names
+}}
+
+// maxPooledNames bounds the slices kept in namesPool.
+const maxPooledNames = 1 << 15
+
+// release returns the request's NodeNames slice to namesPool. Call it once
+// nothing refers to the names any more, that is after the answer is
+// written; the request must not be used after.
+func (req *request) release() {
+	p := req.names
+	req.names = nil
+	if p == nil || cap(*p) > maxPooledNames {
+		return
+	}
+	clear(*p) // let the body they point into be collected
+	*p = (*p)[:0]
+	namesPool.Put(p)
+}
+
+// stringArray reads null or an array of strings (a null element is "", as
+// encoding/json leaves it). plainNames is true when every element was a
+// plain string, without escapes or nulls.
+func (sc *scanner) stringArray() (_ *[]string, plainNames bool, _ error) {
+	switch sc.peek() {
+	case 'n':
+		return nil, false, sc.literal("null")
+	case '[':
+	default:
+		if err := sc.value(); err != nil {
+			return nil, false, err
+		}
+		return nil, false, errors.New("NodeNames must be an array of strings")
+	}
+	p := namesPool.Get().(*[]string)
+	names := (*p)[:0]
+	plainNames = true
+	err := sc.nameElements(&names, &plainNames)
+	*p = names
+	if err != nil {
+		return p, false, err // the caller releases it with the request
+	}
+	return p, plainNames, nil
+}
+
+// nameElements reads the elements of a string array after its '[', up to
+// and including the ']'. It is sc.array specialised for the one array
+// that is long: no callback per element, and no whitespace skipping where
+// a compact encoder puts none.
+func (sc *scanner) nameElements(names *[]string, plainNames *bool) error {
+	if sc.depth++; sc.depth > maxDepth {
+		return errors.New("exceeded max depth")
+	}
+	sc.i++ // the '['
+	if sc.peek() == ']' {
+		sc.i++
+		sc.depth--
+		return nil
+	}
+	for {
+		if sc.i == len(sc.s) || sc.s[sc.i] != '"' {
+			sc.ws()
+		}
+		switch {
+		case sc.i == len(sc.s):
+			return errEOF
+		case sc.s[sc.i] == '"':
+			tok, simple, err := sc.str()
+			if err != nil {
+				return err
+			}
+			name := tok[1 : len(tok)-1]
+			if !simple {
+				*plainNames = false
+				if name, err = unquote(tok); err != nil {
+					return err
+				}
+			}
+			*names = append(*names, name)
+		case sc.s[sc.i] == 'n':
+			*plainNames = false
+			*names = append(*names, "")
+			if err := sc.literal("null"); err != nil {
+				return err
+			}
+		default:
+			if err := sc.value(); err != nil {
+				return err
+			}
+			return errors.New("NodeNames must be an array of strings")
+		}
+		if sc.i == len(sc.s) || (sc.s[sc.i] != ',' && sc.s[sc.i] != ']') {
+			sc.ws()
+		}
+		switch {
+		case sc.i == len(sc.s):
+			return errEOF
+		case sc.s[sc.i] == ',':
+			sc.i++
+		case sc.s[sc.i] == ']':
+			sc.i++
+			sc.depth--
+			return nil
+		default:
+			return sc.syntaxError("after array element")
+		}
+	}
+}

@@ -1,0 +1,22 @@
+// Package extender is everynode's kube-scheduler extender: the filter,
+// prioritize and preempt verbs of k8s.io/kube-scheduler/extender/v1, with
+// nodeCacheCapable: true (node names in, node names out), answered from the
+// informer caches the controller shares.
+//
+// Two kinds of pods reach it. A daemon pod (placement.IsDaemonPod) may only
+// go to its target node, and only while that node exists, is still eligible
+// for the set and holds no other live pod of it (a surge pod of a rolling
+// update excepted). Every other pod of the cluster is kept off the nodes
+// where a set with spec.nodeReadinessGate should run but has no Ready pod
+// yet. That second path runs for every pod the scheduler places, so it reads
+// a precomputed snapshot (gate.go) and costs one map lookup per node, or
+// nothing at all when no set is gated.
+//
+// The extender is configured ignorable: the webhook pins daemon pods to their
+// node and the controller counts them, so nothing relies on it for
+// correctness; it makes placement faster and explains refusals.
+//
+// Each verb is a pure function (filter.go, prioritize.go, preempt.go) behind
+// one thin HTTP shell (transport.go). Package schedconfig renders the
+// KubeSchedulerConfiguration that points kube-scheduler at these routes.
+package extender

@@ -1,0 +1,137 @@
+package extender
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	"everynode.io/everynode/placement"
+)
+
+// filterOutcome is a filter decision over a list of candidate node names.
+type filterOutcome struct {
+	// passed lists the nodes that pass, in input order; it is never nil for
+	// a non-nil input, because a nil NodeNames tells the scheduler that
+	// every node failed.
+	passed []string
+	// failed holds a reason for every rejected node, nil when none is.
+	// Every reason this extender gives is one preemption cannot fix, so
+	// the same map is sent as FailedNodes (for schedulers and users that
+	// read only those) and as FailedAndUnresolvableNodes (so the scheduler
+	// does not evict pods for nothing).
+	failed map[string]string
+}
+
+// reject records why node fails, allocating the map on the first rejection
+// only so that the common all-pass answer costs nothing.
+func (o *filterOutcome) reject(node, reason string, capacity int) {
+	if o.failed == nil {
+		o.failed = make(map[string]string, capacity)
+	}
+	o.failed[node] = reason
+}
+
+// filterDaemonPod lets a daemon pod pass on its target node only, and only
+// if targetReason finds nothing wrong there. It filters names in place: the
+// caller owns the decoded request and does not read it afterwards.
+func filterDaemonPod(pod *corev1.Pod, names []string, c *cluster) (filterOutcome, error) {
+	out := filterOutcome{passed: names[:0]}
+	target, ok := placement.TargetNode(pod)
+	if !ok {
+		reason := reasonNoTarget()
+		for _, name := range names {
+			out.reject(name, reason, len(names))
+		}
+		return out, nil
+	}
+	var elsewhere string // built once, shared by every other node
+	for _, name := range names {
+		if name == target {
+			reason, err := targetReason(pod, target, c)
+			if err != nil {
+				return filterOutcome{}, err
+			}
+			if reason == "" {
+				out.passed = append(out.passed, name)
+			} else {
+				out.reject(name, reason, len(names))
+			}
+			continue
+		}
+		if elsewhere == "" {
+			elsewhere = reasonOtherNode(target)
+		}
+		out.reject(name, elsewhere, len(names))
+	}
+	return out, nil
+}
+
+// targetReason says why a daemon pod may not go to its target node, or ""
+// if it may: its set must still exist, the node must exist and still be
+// eligible for the set, and the node must hold no other live pod of the set,
+// unless the set surges during a rolling update and that pod is of another
+// revision (the old pod stays until the new one is available).
+func targetReason(pod *corev1.Pod, target string, c *cluster) (string, error) {
+	set, setKey, reason, err := c.controllingSet(pod)
+	if err != nil || reason != "" {
+		return reason, err
+	}
+	node, err := c.nodes.Get(target)
+	if apierrors.IsNotFound(err) {
+		return reasonNodeGone(target), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get node %s: %w", target, err)
+	}
+	// ShouldRun, not ShouldContinueRunning: this pod is not running yet, so
+	// an untolerated NoSchedule taint keeps it off as it keeps the
+	// controller from creating it.
+	if d := placement.NewEligibility(set).ForNode(node); !d.ShouldRun {
+		return reasonNotEligible(setKey, d.Reason), nil
+	}
+	pods, err := c.daemonPodsOn(target, setKey)
+	if err != nil {
+		return "", err
+	}
+	var others []*corev1.Pod
+	for _, other := range pods {
+		if samePod(other, pod) || !placement.IsPodActive(other) {
+			continue
+		}
+		others = append(others, other)
+	}
+	switch {
+	case len(others) == 0:
+		return "", nil
+	case len(others) == 1 && surgeAllowed(set) && placement.RevisionHash(others[0]) != placement.RevisionHash(pod):
+		return "", nil
+	default:
+		// Name the first by name: the index returns pods in map order, and
+		// a reason that changes between attempts reads like a new problem.
+		first := slices.MinFunc(others, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		return reasonDuplicate(setKey, types.NamespacedName{Namespace: first.Namespace, Name: first.Name}.String()), nil
+	}
+}
+
+// filterGated keeps the nodes that no readiness gate holds back. With no
+// gate at all (gates is nil) the input comes back as it is, so the path
+// every ordinary pod takes is a nil check. Otherwise it is one snapshot
+// lookup per node, filtering names in place.
+func filterGated(names []string, gates *gateSnapshot) filterOutcome {
+	if gates == nil {
+		return filterOutcome{passed: names}
+	}
+	out := filterOutcome{passed: names[:0]}
+	for _, name := range names {
+		if reason, gated := gates.lookup(name); gated {
+			out.reject(name, reason, min(len(gates.reasons), len(names)))
+			continue
+		}
+		out.passed = append(out.passed, name)
+	}
+	return out
+}

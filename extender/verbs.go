@@ -1,0 +1,137 @@
+package extender
+
+import (
+	"bytes"
+	"encoding/json"
+
+	corev1 "k8s.io/api/core/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+)
+
+// serveFilter decodes ExtenderArgs, filters its candidates and writes the
+// ExtenderFilterResult.
+func (e *Extender) serveFilter(body []byte, out *bytes.Buffer) error {
+	req, err := decodeArgs(body)
+	if err != nil {
+		return badRequest("decode ExtenderArgs: %v", err)
+	}
+	defer req.release()
+	if !req.hasPod {
+		return badRequest("ExtenderArgs has no Pod")
+	}
+	res := e.filterRequest(req)
+	// Passed names are a subsequence of the input's: if the input's were
+	// plain, so are they, and if none was dropped they can go back as
+	// they came.
+	text := nameText{plain: req.namesRaw != ""}
+	if text.plain && res.NodeNames != nil && len(*res.NodeNames) == len(*req.names) {
+		text.raw = req.namesRaw
+	}
+	return encodeFilterResult(out, res, text)
+}
+
+// filter answers decoded ExtenderArgs (tests call it directly).
+func (e *Extender) filter(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
+	return e.filterRequest(requestFromArgs(args))
+}
+
+// filterRequest answers a decoded filter request. The answer always
+// carries a non-nil NodeNames (or Nodes, for a scheduler configured without
+// nodeCacheCapable), since nil there means "every node failed".
+func (e *Extender) filterRequest(req request) *extenderv1.ExtenderFilterResult {
+	names, fromNodes := candidateNames(req)
+	var (
+		out filterOutcome
+		err error
+	)
+	if req.daemonPod != nil {
+		out, err = filterDaemonPod(req.daemonPod, names, e.cluster)
+	} else {
+		out = filterGated(names, e.gate.gated())
+	}
+	if err != nil {
+		// Only a broken cache gets here; with Error set the scheduler
+		// skips this (ignorable) extender for the pod.
+		return &extenderv1.ExtenderFilterResult{NodeNames: &[]string{}, Error: err.Error()}
+	}
+	if req.daemonPod != nil {
+		daemonPassed.Add(float64(len(out.passed)))
+		daemonFailed.Add(float64(len(out.failed)))
+	} else {
+		otherPassed.Add(float64(len(out.passed)))
+		otherFailed.Add(float64(len(out.failed)))
+	}
+	result := &extenderv1.ExtenderFilterResult{
+		FailedNodes:                out.failed,
+		FailedAndUnresolvableNodes: out.failed,
+	}
+	if fromNodes {
+		result.Nodes = keepNodes(req.nodes, out.passed)
+	} else {
+		result.NodeNames = &out.passed
+	}
+	return result
+}
+
+// candidateNames returns the request's node names: NodeNames with
+// nodeCacheCapable, else the names of Nodes (fromNodes true), else an empty
+// list. The returned slice is never nil.
+func candidateNames(req request) (names []string, fromNodes bool) {
+	switch {
+	case req.names != nil && *req.names != nil:
+		return *req.names, false
+	case req.names == nil && req.nodes != nil:
+		names = make([]string, len(req.nodes.Items))
+		for i := range req.nodes.Items {
+			names[i] = req.nodes.Items[i].Name
+		}
+		return names, true
+	default:
+		return []string{}, false
+	}
+}
+
+// keepNodes returns the items of nodes named in passed, which is a
+// subsequence of the items' names in order.
+func keepNodes(nodes *corev1.NodeList, passed []string) *corev1.NodeList {
+	out := &corev1.NodeList{Items: make([]corev1.Node, 0, len(passed))}
+	i := 0
+	for _, node := range nodes.Items {
+		if i < len(passed) && node.Name == passed[i] {
+			out.Items = append(out.Items, node)
+			i++
+		}
+	}
+	return out
+}
+
+// servePrioritize decodes ExtenderArgs and writes the HostPriorityList.
+func (e *Extender) servePrioritize(body []byte, out *bytes.Buffer) error {
+	req, err := decodeArgs(body)
+	if err != nil {
+		return badRequest("decode ExtenderArgs: %v", err)
+	}
+	defer req.release()
+	if !req.hasPod {
+		return badRequest("ExtenderArgs has no Pod")
+	}
+	if req.daemonPod == nil { // the common case, without a list to build
+		out.WriteString("[]\n")
+		return nil
+	}
+	names, _ := candidateNames(req)
+	return encodeJSON(out, prioritize(req.daemonPod, names))
+}
+
+// servePreempt decodes ExtenderPreemptionArgs and writes the narrowed
+// victims. Preemption is rare, so encoding/json serves.
+func (e *Extender) servePreempt(body []byte, out *bytes.Buffer) error {
+	var args extenderv1.ExtenderPreemptionArgs
+	if err := json.Unmarshal(body, &args); err != nil {
+		return badRequest("decode ExtenderPreemptionArgs: %v", err)
+	}
+	if args.Pod == nil {
+		return badRequest("ExtenderPreemptionArgs has no Pod")
+	}
+	return encodeJSON(out, preempt(&args))
+}
