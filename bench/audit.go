@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// Clients as told apart by user agent in the audit log. kwokctl gives
+// kube-controller-manager, kube-scheduler and kwok one admin identity, so the
+// user name would not do.
+const (
+	clientKCM       = "kube-controller-manager"
+	clientEverynode = "everynode"
+	clientScheduler = "kube-scheduler"
+	clientOther     = "other"
+)
+
+func clientOf(userAgent string) string {
+	for _, c := range []string{clientKCM, clientEverynode, clientScheduler} {
+		if strings.HasPrefix(userAgent, c+"/") {
+			return c
+		}
+	}
+	return clientOther
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the benchmark reads.
+type auditEvent struct {
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		APIGroup    string `json:"apiGroup"`
+	} `json:"objectRef"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+}
+
+func (e auditEvent) resource() string {
+	if e.ObjectRef == nil {
+		return "-"
+	}
+	r := e.ObjectRef.Resource
+	if e.ObjectRef.APIGroup != "" {
+		r += "." + e.ObjectRef.APIGroup
+	}
+	if e.ObjectRef.Subresource != "" {
+		r += "/" + e.ObjectRef.Subresource
+	}
+	return r
+}
+
+// auditWindow is what the audit log says about one span of time.
+type auditWindow struct {
+	// byClient counts requests per client; byVerbResource per client, then
+	// "verb resource".
+	byClient       map[string]int
+	byVerbResource map[string]map[string]int
+	// bindings are the times kube-scheduler bound a pod (pods/binding create).
+	bindings []time.Time
+}
+
+// auditOffset is the current end of the log: reading from there later yields
+// only the requests made after now.
+func auditOffset(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// readAudit reads the events from offset on, keeping those received in
+// [from, to].
+func readAudit(path string, offset int64, from, to time.Time) (auditWindow, error) {
+	w := auditWindow{byClient: map[string]int{}, byVerbResource: map[string]map[string]int{}}
+	f, err := os.Open(path)
+	if err != nil {
+		return w, fmt.Errorf("opening audit log: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return w, fmt.Errorf("seeking audit log: %w", err)
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			var e auditEvent
+			if json.Unmarshal(line, &e) == nil && !e.RequestReceivedTimestamp.Before(from) && !e.RequestReceivedTimestamp.After(to) {
+				c := clientOf(e.UserAgent)
+				w.byClient[c]++
+				if w.byVerbResource[c] == nil {
+					w.byVerbResource[c] = map[string]int{}
+				}
+				w.byVerbResource[c][e.Verb+" "+e.resource()]++
+				if c == clientScheduler && e.Verb == "create" && e.resource() == "pods/binding" {
+					w.bindings = append(w.bindings, e.RequestReceivedTimestamp)
+				}
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return w, nil
+}

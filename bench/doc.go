@@ -1,0 +1,14 @@
+// Command bench measures everynode against kube-controller-manager's built-in
+// DaemonSet controller on one local kwok cluster: the same fluentd-elasticsearch
+// DaemonSet applied as apps/v1 (A, upstream) and as everynode.io/v1alpha1 (B),
+// alternating A, B, A, B, ... so that drift of the machine hits both alike.
+//
+// Each run: rollout until every node has an available pod, a rolling update
+// with maxUnavailable 10%, one with maxSurge 10%, then 50 nodes joining at
+// once. It records durations, API requests per daemon pod (from the API
+// server's audit log, by user agent, and apiserver_request_total), controller
+// CPU and RSS (/proc), webhook and extender latency (histogram deltas) and
+// the scheduler's binding rate, and writes a markdown table and a PNG plot to
+// --out. It is started by e2e/hack/bench.sh (`make bench`), which sets up the
+// cluster; see bench/README.md.
+package main

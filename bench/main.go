@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// config is the command line.
+type config struct {
+	kubeconfig, manifest, out          string
+	nodes, rounds, join                int
+	qps, burst                         int
+	kcmControllers                     string
+	kcmPIDFile, everynodePIDFile       string
+	everynodeMetrics, schedulerMetrics string
+	clientCert, clientKey, auditLog    string
+	phaseTimeout                       time.Duration
+	dry                                bool
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.kubeconfig, "kubeconfig", "", "admin kubeconfig of the bench cluster")
+	flag.StringVar(&c.manifest, "manifest", "examples/fluentd-elasticsearch.yaml", "the DaemonSet manifest (its apiVersion is replaced per system)")
+	flag.StringVar(&c.out, "out", "bench/results", "directory for the markdown table and the PNG plot")
+	flag.IntVar(&c.nodes, "nodes", 1000, "nodes in the cluster (for the report; the cluster is made by bench.sh)")
+	flag.IntVar(&c.rounds, "rounds", 3, "A,B pairs to run")
+	flag.IntVar(&c.join, "join", 50, "nodes added at once in the node-join phase")
+	flag.IntVar(&c.qps, "qps", 50, "client QPS of both controllers (for the report)")
+	flag.IntVar(&c.burst, "burst", 100, "client burst of both controllers (for the report)")
+	flag.StringVar(&c.kcmControllers, "kcm-controllers", "", "kube-controller-manager --controllers (for the report)")
+	flag.StringVar(&c.kcmPIDFile, "kcm-pid-file", "", "pid file of kube-controller-manager")
+	flag.StringVar(&c.everynodePIDFile, "everynode-pid-file", "", "pid file of everynode")
+	flag.StringVar(&c.everynodeMetrics, "everynode-metrics", "http://127.0.0.1:28080/metrics", "everynode's /metrics")
+	flag.StringVar(&c.schedulerMetrics, "scheduler-metrics", "", "kube-scheduler's /metrics (https, client cert)")
+	flag.StringVar(&c.clientCert, "client-cert", "", "client certificate for kube-scheduler's /metrics")
+	flag.StringVar(&c.clientKey, "client-key", "", "client key for kube-scheduler's /metrics")
+	flag.StringVar(&c.auditLog, "audit-log", "", "kube-apiserver audit log (requests per client)")
+	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
+	flag.BoolVar(&c.dry, "dry", false, "check the setup and exit")
+	flag.Parse()
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, c); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, c config) error {
+	rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	// The benchmark's own client must never be the bottleneck.
+	rc.QPS, rc.Burst = 1000, 2000
+	rc.UserAgent = "everynode-bench"
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	w, err := loadWorkload(c.manifest, dyn, cs)
+	if err != nil {
+		return err
+	}
+	if err := w.prepare(ctx); err != nil {
+		return err
+	}
+	m, err := newMeters(c, cs)
+	if err != nil {
+		return err
+	}
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	t := newTracker()
+	if err := t.start(ctx, cs, benchNamespace, podSelector); err != nil {
+		return err
+	}
+	// Leftovers of an interrupted run would skew the first one.
+	for _, s := range []system{upstream, everynode} {
+		if err := w.teardown(ctx, s, t); err != nil {
+			return err
+		}
+	}
+	if err := deleteJoinedNodes(ctx, cs); err != nil {
+		return err
+	}
+	n, err := untaintNodes(ctx, cs)
+	if err != nil {
+		return err
+	}
+	if n != c.nodes {
+		logf("note: the cluster has %d nodes (--nodes=%d); using %d", n, c.nodes, n)
+		c.nodes = n
+	}
+	if c.dry {
+		logf("setup ok: %d nodes, meters reachable", n)
+		return nil
+	}
+	b := &bench{c: c, cs: cs, w: w, t: t, m: m}
+	start := time.Now()
+	var runs []*runResult
+	for r := 1; r <= c.rounds; r++ {
+		for _, s := range []system{upstream, everynode} {
+			res, err := b.runOnce(ctx, s, r)
+			if err != nil {
+				return fmt.Errorf("%s round %d: %w", s.name, r, err)
+			}
+			runs = append(runs, res)
+		}
+	}
+	md, png, err := writeReport(c, runs, start)
+	if err != nil {
+		return err
+	}
+	logf("done in %s: %s, %s", time.Since(start).Round(time.Second), md, png)
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Printf("%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+func TestParseMetricsAndQuantile(t *testing.T) {
+	page := []byte(`# HELP x y
+apiserver_request_total{code="201",resource="pods",verb="POST"} 10
+apiserver_request_total{code="200",resource="pods",verb="GET"} 5
+lat_bucket{le="0.1",w="a"} 50
+lat_bucket{le="0.2",w="a"} 100
+lat_bucket{le="+Inf",w="a"} 100
+lat_sum{w="a"} 10
+lat_count{w="a"} 100
+process_cpu_seconds_total 3.5
+`)
+	s := parseMetrics(page)
+	tests := map[string]struct {
+		got, want float64
+	}{
+		"sum by label": {s.sum("apiserver_request_total", match{"verb": "POST"}), 10},
+		"sum all":      {s.sum("apiserver_request_total", nil), 15},
+		"no labels":    {s.sum("process_cpu_seconds_total", nil), 3.5},
+		"p50":          {s.histogram("lat", nil).quantile(0.5), 0.1},
+		"p75":          {s.histogram("lat", nil).quantile(0.75), 0.15},
+		"mean":         {s.histogram("lat", match{"w": "a"}).mean(), 0.1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if math.Abs(tc.got-tc.want) > 1e-9 {
+				t.Errorf("got %v, want %v", tc.got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// figure is one row of the table: how to read it off a run, and its target.
+type figure struct {
+	name   string
+	unit   string
+	get    func(r *runResult) float64
+	target bool // everynode/upstream <= 1.0 is a target of issue 8
+}
+
+func perPod(n float64, r *runResult) float64 {
+	if r.podsMade == 0 {
+		return math.NaN()
+	}
+	return n / float64(r.podsMade)
+}
+
+func ms(h hist, q float64) float64 {
+	if q < 0 {
+		return h.mean() * 1000
+	}
+	return h.quantile(q) * 1000
+}
+
+var figures = []figure{
+	{"rollout (all nodes available)", "s", func(r *runResult) float64 { return r.rollout }, true},
+	{"rolling update, maxUnavailable 10%", "s", func(r *runResult) float64 { return r.updateMaxUnavailable }, true},
+	{"rolling update, maxSurge 10%", "s", func(r *runResult) float64 { return r.updateMaxSurge }, true},
+	{"node join p50", "s", func(r *runResult) float64 { return r.joinP50 }, false},
+	{"node join p99", "s", func(r *runResult) float64 { return r.joinP99 }, true},
+	{"controller API requests per pod (audit, by user agent)", "req", func(r *runResult) float64 { return perPod(float64(r.controllerReqs), r) }, true},
+	{"all API requests per pod (apiserver_request_total, every client)", "req", func(r *runResult) float64 { return perPod(r.apiserverReqs, r) }, false},
+	{"controller CPU", "s", func(r *runResult) float64 { return r.cpuSeconds }, false},
+	{"controller peak RSS during the run", "MiB", func(r *runResult) float64 { return r.rssMB }, true},
+	{"scheduler: pods bound per second during rollout", "pods/s", func(r *runResult) float64 { return nanIfZero(r.bindingsPerSecond) }, false},
+	{"scheduler: scheduling SLI p99 during rollout", "ms", func(r *runResult) float64 { return ms(r.schedSLI, 0.99) }, false},
+	{"extender filter mean latency", "ms", func(r *runResult) float64 { return ms(r.extenderFilter, -1) }, false},
+	{"extender filter p99 latency", "ms", func(r *runResult) float64 { return ms(r.extenderFilter, 0.99) }, false},
+	{"webhook (apiserver admission) mean", "ms", func(r *runResult) float64 { return ms(r.admission, -1) }, false},
+	{"webhook (apiserver admission) p99", "ms", func(r *runResult) float64 { return ms(r.admission, 0.99) }, false},
+	{"webhook (everynode handler) mean", "ms", func(r *runResult) float64 { return ms(r.everynodeWebhook, -1) }, false},
+	{"webhook (everynode handler) p99", "ms", func(r *runResult) float64 { return ms(r.everynodeWebhook, 0.99) }, false},
+}
+
+func nanIfZero(x float64) float64 {
+	if x == 0 {
+		return math.NaN()
+	}
+	return x
+}
+
+func fmtNum(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "–"
+	case math.Abs(x) >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case math.Abs(x) >= 10:
+		return fmt.Sprintf("%.1f", x)
+	default:
+		return fmt.Sprintf("%.2f", x)
+	}
+}
+
+func fmtSummary(s summary) string {
+	if math.IsNaN(s.median) {
+		return "–"
+	}
+	if s.n == 1 {
+		return fmtNum(s.median)
+	}
+	return fmt.Sprintf("%s (%s–%s)", fmtNum(s.median), fmtNum(s.min), fmtNum(s.max))
+}
+
+func bySystem(runs []*runResult, sys string, f figure) summary {
+	var xs []float64
+	for _, r := range runs {
+		if r.system == sys {
+			xs = append(xs, f.get(r))
+		}
+	}
+	return summarize(xs)
+}
+
+// writeReport writes <out>/<date>-<N>.md and .png and returns their paths.
+func writeReport(c config, runs []*runResult, start time.Time) (string, string, error) {
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		return "", "", fmt.Errorf("making %s: %w", c.out, err)
+	}
+	base := filepath.Join(c.out, fmt.Sprintf("%s-%d", start.Format("2006-01-02"), c.nodes))
+	png := base + ".png"
+	if err := plotRollout(runs, png, c.nodes); err != nil {
+		return "", "", err
+	}
+	var b strings.Builder
+	rev, _ := exec.Command("git", "describe", "--always", "--dirty").Output()
+	fmt.Fprintf(&b, "# everynode vs. the built-in DaemonSet controller, %d nodes\n\n", c.nodes)
+	fmt.Fprintf(&b, "%s, everynode %s, %d rounds of A (apps/v1, kube-controller-manager) and B (everynode.io/v1alpha1) alternated, ",
+		start.Format("2006-01-02 15:04"), strings.TrimSpace(string(rev)), c.rounds)
+	fmt.Fprintf(&b, "kwok nodes on one local control plane (`make bench`). Both controllers at client QPS %d, burst %d; kube-controller-manager with `--controllers=%s`. ",
+		c.qps, c.burst, c.kcmControllers)
+	fmt.Fprintf(&b, "Each cell: median (min–max) over the runs. Ratio = everynode / upstream of the medians; **bold** = a target of issue 8 (≤ 1.0) missed.\n\n")
+	b.WriteString("| figure | unit | upstream (apps/v1) | everynode | ratio |\n|---|---|---|---|---|\n")
+	for _, f := range figures {
+		a, e := bySystem(runs, upstream.name, f), bySystem(runs, everynode.name, f)
+		ratio := e.median / a.median
+		rs := fmtNum(ratio)
+		if f.target && !math.IsNaN(ratio) {
+			if ratio > 1.0 {
+				rs = "**" + rs + "**"
+			} else {
+				rs += " ✓"
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.name, f.unit, fmtSummary(a), fmtSummary(e), rs)
+	}
+	fmt.Fprintf(&b, "\n![pods available over time during the rollout](%s)\n", filepath.Base(png))
+
+	b.WriteString("\n## Runs\n\n| run | rollout s | update maxUnavailable s | update maxSurge s | join p50 s | join p99 s | pods made | controller requests | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range runs {
+		fmt.Fprintf(&b, "| %s r%d | %s | %s | %s | %s | %s | %d | %d | %s | %s |\n", r.system, r.round,
+			fmtNum(r.rollout), fmtNum(r.updateMaxUnavailable), fmtNum(r.updateMaxSurge), fmtNum(r.joinP50), fmtNum(r.joinP99),
+			r.podsMade, r.controllerReqs, fmtNum(r.cpuSeconds), fmtNum(r.rssMB))
+	}
+
+	b.WriteString("\n## Controller requests by verb and resource (audit log, sum over the runs)\n\n")
+	for _, sys := range []string{upstream.name, everynode.name} {
+		total := map[string]int{}
+		for _, r := range runs {
+			if r.system == sys {
+				for k, v := range r.controllerByVerb {
+					total[k] += v
+				}
+			}
+		}
+		fmt.Fprintf(&b, "- %s: %s\n", sys, topN(total, 12))
+	}
+	b.WriteString("\n## All requests by verb, resource, subresource (apiserver_request_total, sum over the runs)\n\n")
+	for _, sys := range []string{upstream.name, everynode.name} {
+		total := map[string]int{}
+		for _, r := range runs {
+			if r.system == sys {
+				for k, v := range r.apiserverByVerb {
+					total[strings.TrimSpace(k)] += int(v)
+				}
+			}
+		}
+		fmt.Fprintf(&b, "- %s: %s\n", sys, topN(total, 12))
+	}
+	b.WriteString(methodNotes)
+	md := base + ".md"
+	if err := os.WriteFile(md, []byte(b.String()), 0o644); err != nil {
+		return "", "", fmt.Errorf("writing %s: %w", md, err)
+	}
+	return md, png, nil
+}
+
+func topN(m map[string]int, n int) string {
+	type kv struct {
+		k string
+		v int
+	}
+	var s []kv
+	for k, v := range m {
+		s = append(s, kv{k, v})
+	}
+	sort.Slice(s, func(i, j int) bool { return s[i].v > s[j].v })
+	var parts []string
+	for i, x := range s {
+		if i == n {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("`%s` %d", x.k, x.v))
+	}
+	if len(parts) == 0 {
+		return "–"
+	}
+	return strings.Join(parts, ", ")
+}
+
+const methodNotes = `
+## How these were measured
+
+- Durations are seen through one pod watch by the benchmark (the same for both systems): rollout from the create call until every node has a Ready (minReadySeconds 0, so available) pod; rolling updates from the patch (image + strategy) until every node has an available pod of the new image and no old pod is left; node join from each Node's create call until it has an available pod (with 50 nodes, p99 is the slowest one).
+- Controller API requests: the kube-apiserver audit log (Metadata level; node leases and nodes/status left out), counted by user agent (kube-controller-manager/… or everynode/…), from the apply to the end of the node join, divided by the pods made in that run (rollout + 2 updates + join). apiserver_request_total has no client label; its delta (every client: scheduler, kwok, the benchmark's own watch) is given too.
+- CPU: utime+stime of the controller process (/proc/<pid>/stat) over the same span. Peak RSS: VmRSS polled every 250 ms during the run. everynode's figure includes its webhooks and extender (they are part of what it costs); kube-controller-manager runs only the controllers listed above (the garbage collector is off, so the benchmark deletes pods and ControllerRevisions itself between runs, and lifts kwok's initial not-ready taint itself).
+- Webhook, extender and scheduler figures are histogram deltas over the rollout only. The A runs are the "extender, non-daemon path" case (apps/v1 pods pass through everynode's extender too, as every pod of the cluster does); a run without any extender needs another scheduler config and is not part of this table.
+- Everything shares one machine (control plane, kwok, both controllers and the benchmark), so absolute figures move with its load; the A/B alternation is what keeps the ratio fair.
+`

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+// Images of the three revisions: kwok runs no container, only the change matters.
+const (
+	image1 = "quay.io/fluentd_elasticsearch/fluentd:v5.0.1"
+	image2 = "quay.io/fluentd_elasticsearch/fluentd:v5.0.2"
+	image3 = "quay.io/fluentd_elasticsearch/fluentd:v5.0.3"
+)
+
+type bench struct {
+	c  config
+	cs kubernetes.Interface
+	w  *workload
+	t  *tracker
+	m  *meters
+}
+
+// point is (seconds since apply, nodes with an available pod).
+type point struct{ t, n float64 }
+
+// runResult is one run of one system. Durations in seconds; NaN = not measured.
+type runResult struct {
+	system string
+	round  int
+
+	rollout, updateMaxUnavailable, updateMaxSurge float64
+	joinP50, joinP99                              float64
+	series                                        []point
+
+	podsMade          int
+	controllerReqs    int            // by the system's controller (audit log)
+	controllerByVerb  map[string]int // verb resource -> count
+	apiserverReqs     float64        // apiserver_request_total delta, every client
+	apiserverByVerb   map[string]float64
+	cpuSeconds, rssMB float64
+
+	// During the rollout only.
+	admission         hist // apiserver_admission_webhook_admission_duration_seconds
+	everynodeWebhook  hist // everynode_webhook_request_duration_seconds
+	everynodeHTTP     hist // everynode_http_request_duration_seconds
+	extenderFilter    hist // everynode_extender_request_duration_seconds{verb=filter}
+	schedSLI          hist // scheduler_pod_scheduling_sli_duration_seconds
+	schedAttempts     float64
+	bindingsPerSecond float64
+}
+
+func (b *bench) label(s system, r int) string {
+	if s.name == upstream.name {
+		return fmt.Sprintf("[A upstream r%d]", r)
+	}
+	return fmt.Sprintf("[B everynode r%d]", r)
+}
+
+func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, error) {
+	res := &runResult{system: s.name, round: round}
+	lbl := b.label(s, round)
+	pidFile := b.c.kcmPIDFile
+	if s.name == everynode.name {
+		pidFile = b.c.everynodePIDFile
+	}
+	pid, err := readPID(pidFile)
+	if err != nil {
+		return nil, err
+	}
+	b.t.resetSeen()
+	cpu0, _ := cpuSeconds(pid)
+	rss := sampleRSS(pid)
+	before := b.m.snapshot(ctx)
+
+	// 1. Rollout.
+	logf("%s rollout on %d nodes", lbl, b.c.nodes)
+	t0 := time.Now()
+	if err := b.w.create(ctx, s, image1); err != nil {
+		rss.peak()
+		return nil, err
+	}
+	res.rollout = b.wait(ctx, lbl+" rollout", t0, image1, false)
+	rolledOut := time.Now()
+	afterRollout := b.m.snapshot(ctx)
+	for node, at := range b.t.availableTimes(image1, nil) {
+		_ = node
+		res.series = append(res.series, point{t: at.Sub(t0).Seconds()})
+	}
+	sort.Slice(res.series, func(i, j int) bool { return res.series[i].t < res.series[j].t })
+	for i := range res.series {
+		res.series[i].n = float64(i + 1)
+	}
+	if d, err := b.w.desired(ctx, s); err == nil && int(d) != b.c.nodes {
+		logf("%s warning: status.desiredNumberScheduled=%d, nodes=%d", lbl, d, b.c.nodes)
+	}
+
+	// 2. Rolling updates.
+	logf("%s rolling update, maxUnavailable 10%%", lbl)
+	t1 := time.Now()
+	if err := b.w.rollingUpdate(ctx, s, image2, "10%", "0"); err != nil {
+		rss.peak()
+		return nil, err
+	}
+	res.updateMaxUnavailable = b.wait(ctx, lbl+" update maxUnavailable=10%", t1, image2, true)
+	logf("%s rolling update, maxSurge 10%%", lbl)
+	t2 := time.Now()
+	if err := b.w.rollingUpdate(ctx, s, image3, "0", "10%"); err != nil {
+		rss.peak()
+		return nil, err
+	}
+	res.updateMaxSurge = b.wait(ctx, lbl+" update maxSurge=10%", t2, image3, true)
+
+	// 3. Node join.
+	logf("%s %d nodes join", lbl, b.c.join)
+	created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s", round, s.name), b.c.join)
+	if err != nil {
+		rss.peak()
+		return nil, err
+	}
+	joined := map[string]bool{}
+	for n := range created {
+		joined[n] = true
+	}
+	deadline := time.Now().Add(b.c.phaseTimeout)
+	for len(b.t.availableTimes(image3, joined)) < len(joined) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	var lat []time.Duration
+	for n, at := range b.t.availableTimes(image3, joined) {
+		lat = append(lat, at.Sub(created[n]))
+	}
+	res.joinP50, res.joinP99 = math.NaN(), math.NaN()
+	if len(lat) == len(joined) {
+		res.joinP50, res.joinP99 = percentile(lat, 50).Seconds(), percentile(lat, 99).Seconds()
+	} else {
+		logf("%s node join: only %d of %d nodes got a pod in %s", lbl, len(lat), len(joined), b.c.phaseTimeout)
+	}
+	end := time.Now()
+
+	// Meters for the run. The audit log is written asynchronously: give it a moment.
+	time.Sleep(3 * time.Second)
+	after := b.m.snapshot(ctx)
+	cpu1, _ := cpuSeconds(pid)
+	res.cpuSeconds = cpu1 - cpu0
+	res.rssMB = rss.peak() / (1 << 20)
+	res.podsMade = b.t.podsMade()
+	res.apiserverReqs = after.apiserver.sum("apiserver_request_total", nil) - before.apiserver.sum("apiserver_request_total", nil)
+	res.apiserverByVerb = map[string]float64{}
+	a0 := before.apiserver.sumBy("apiserver_request_total", nil, "verb", "resource", "subresource")
+	for k, v := range after.apiserver.sumBy("apiserver_request_total", nil, "verb", "resource", "subresource") {
+		if d := v - a0[k]; d > 0 {
+			res.apiserverByVerb[k] = d
+		}
+	}
+	ctrl := clientKCM
+	if s.name == everynode.name {
+		ctrl = clientEverynode
+	}
+	if b.c.auditLog != "" {
+		aw, err := readAudit(b.c.auditLog, before.auditOffset, t0, end)
+		if err != nil {
+			logf("%s warning: %v", lbl, err)
+		}
+		res.controllerReqs = aw.byClient[ctrl]
+		res.controllerByVerb = aw.byVerbResource[ctrl]
+		rw, _ := readAudit(b.c.auditLog, before.auditOffset, t0, rolledOut)
+		if n := len(rw.bindings); n > 1 {
+			sort.Slice(rw.bindings, func(i, j int) bool { return rw.bindings[i].Before(rw.bindings[j]) })
+			res.bindingsPerSecond = float64(n-1) / rw.bindings[n-1].Sub(rw.bindings[0]).Seconds()
+		}
+	}
+	name := "apiserver_admission_webhook_admission_duration_seconds"
+	res.admission = afterRollout.apiserver.histogram(name, nil).minus(before.apiserver.histogram(name, nil))
+	name = "everynode_webhook_request_duration_seconds"
+	res.everynodeWebhook = afterRollout.everynode.histogram(name, nil).minus(before.everynode.histogram(name, nil))
+	name = "everynode_http_request_duration_seconds"
+	res.everynodeHTTP = afterRollout.everynode.histogram(name, nil).minus(before.everynode.histogram(name, nil))
+	name = "everynode_extender_request_duration_seconds"
+	res.extenderFilter = afterRollout.everynode.histogram(name, match{"verb": "filter"}).minus(before.everynode.histogram(name, match{"verb": "filter"}))
+	name = "scheduler_pod_scheduling_sli_duration_seconds"
+	res.schedSLI = afterRollout.sched.histogram(name, nil).minus(before.sched.histogram(name, nil))
+	res.schedAttempts = afterRollout.sched.sum("scheduler_schedule_attempts_total", match{"result": "scheduled"}) -
+		before.sched.sum("scheduler_schedule_attempts_total", match{"result": "scheduled"})
+
+	logf("%s rollout %.1fs, update maxUnavailable %.1fs, maxSurge %.1fs, join p50 %.1fs p99 %.1fs; %d pods, %d controller requests (%.2f/pod), cpu %.1fs, peak rss %.0f MiB",
+		lbl, res.rollout, res.updateMaxUnavailable, res.updateMaxSurge, res.joinP50, res.joinP99,
+		res.podsMade, res.controllerReqs, float64(res.controllerReqs)/float64(max(res.podsMade, 1)), res.cpuSeconds, res.rssMB)
+
+	// Clean up for the next run.
+	logf("%s cleaning up", lbl)
+	if err := b.w.teardown(ctx, s, b.t); err != nil {
+		return nil, err
+	}
+	if err := deleteJoinedNodes(ctx, b.cs); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// wait polls the tracker until every node has an available pod of img (and,
+// for an update, no pod of another image is left and there is one pod per
+// node), printing progress every 10 s. It returns the seconds since start, or
+// NaN on timeout.
+func (b *bench) wait(ctx context.Context, what string, start time.Time, img string, update bool) float64 {
+	deadline := start.Add(b.c.phaseTimeout)
+	lastLog := time.Now()
+	for ctx.Err() == nil {
+		st := b.t.state(img)
+		if st.availableNodes >= b.c.nodes && (!update || (st.old == 0 && st.live == b.c.nodes)) {
+			d := time.Since(start).Seconds()
+			logf("%s done in %.1fs", what, d)
+			return d
+		}
+		if time.Now().After(deadline) {
+			logf("%s timed out after %s: %d/%d available, %d old, %d live", what, b.c.phaseTimeout, st.availableNodes, b.c.nodes, st.old, st.live)
+			return math.NaN()
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			logf("%s %d/%d available, %d old, %d live (%.0fs)", what, st.availableNodes, b.c.nodes, st.old, st.live, time.Since(start).Seconds())
+			lastLog = time.Now()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return math.NaN()
+}

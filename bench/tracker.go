@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"everynode.io/everynode/placement"
+)
+
+// tracker watches the benchmark's daemon pods, whichever controller made
+// them, and remembers when each (node, image) was first seen available. Both
+// systems are observed through the same watch, so the watch's own delay
+// cancels out in the ratio.
+type tracker struct {
+	mu   sync.Mutex
+	pods map[string]*corev1.Pod // by UID
+	// firstAvailable: "node|image" -> time first seen available.
+	firstAvailable map[string]time.Time
+	// seen: every pod UID seen since the last reset (pods made).
+	seen map[string]bool
+}
+
+func newTracker() *tracker {
+	return &tracker{pods: map[string]*corev1.Pod{}, firstAvailable: map[string]time.Time{}, seen: map[string]bool{}}
+}
+
+// start runs a pod informer on the namespace and label selector and waits
+// for its cache.
+func (t *tracker) start(ctx context.Context, cs kubernetes.Interface, namespace, selector string) error {
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	inf := f.Core().V1().Pods().Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { t.observe(o) },
+		UpdateFunc: func(_, o any) { t.observe(o) },
+		DeleteFunc: func(o any) {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if p, ok := o.(*corev1.Pod); ok {
+				t.mu.Lock()
+				delete(t.pods, string(p.UID))
+				t.mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("adding pod handler: %w", err)
+	}
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("pod informer did not sync")
+	}
+	return nil
+}
+
+func (t *tracker) observe(o any) {
+	p, ok := o.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pods[string(p.UID)] = p
+	t.seen[string(p.UID)] = true
+	if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && placement.IsPodAvailable(p, 0, now) {
+		k := p.Spec.NodeName + "|" + image(p)
+		if _, ok := t.firstAvailable[k]; !ok {
+			t.firstAvailable[k] = now
+		}
+	}
+}
+
+func image(p *corev1.Pod) string {
+	if len(p.Spec.Containers) == 0 {
+		return ""
+	}
+	return p.Spec.Containers[0].Image
+}
+
+// resetSeen starts counting pods made afresh (one run).
+func (t *tracker) resetSeen() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seen = map[string]bool{}
+	t.firstAvailable = map[string]time.Time{}
+}
+
+func (t *tracker) podsMade() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.seen)
+}
+
+// state counts, over the live (not terminating) pods: all of them, the nodes
+// with an available pod of img, and the pods of another image.
+type state struct {
+	live, availableNodes, old int
+}
+
+func (t *tracker) state(img string) state {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	var s state
+	nodes := map[string]bool{}
+	for _, p := range t.pods {
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		s.live++
+		if image(p) != img {
+			s.old++
+			continue
+		}
+		if p.Spec.NodeName != "" && placement.IsPodAvailable(p, 0, now) {
+			nodes[p.Spec.NodeName] = true
+		}
+	}
+	s.availableNodes = len(nodes)
+	return s
+}
+
+// availableTimes returns, for the nodes given (all when nil), when each first
+// had an available pod of img.
+func (t *tracker) availableTimes(img string, nodes map[string]bool) map[string]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]time.Time{}
+	for k, at := range t.firstAvailable {
+		var n, i string
+		for j := len(k) - 1; j >= 0; j-- {
+			if k[j] == '|' {
+				n, i = k[:j], k[j+1:]
+				break
+			}
+		}
+		if i == img && (nodes == nil || nodes[n]) {
+			out[n] = at
+		}
+	}
+	return out
+}
