@@ -62,7 +62,7 @@ var troubleInfo = [numTroubles]struct {
 	troubleCrashLoop:    {ReasonPodsCrashLooping, "pods in CrashLoopBackOff", false},
 	troubleImagePull:    {ReasonImagePullBackOff, "pods unable to pull their image", false},
 	troubleFailed:       {ReasonPodsFailed, "pods Failed", false},
-	troublePending:      {ReasonPodsPending, "pods Pending", false},
+	troublePending:      {ReasonPodsPending, "pods Pending (unschedulable)", false},
 	troubleNotReady:     {ReasonPodsNotReady, "pods not Ready", false},
 	troubleMinReady:     {ReasonMinReadySeconds, "pods Ready for less than minReadySeconds", false},
 	troubleMissing:      {ReasonPodsMissing, "nodes without a pod yet", true},
@@ -149,7 +149,12 @@ func classify(node *corev1.Node, pod *corev1.Pod, ready bool) trouble {
 	}
 	switch {
 	case pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "":
-		return troublePending
+		// Every new pod is Pending for a moment; only one the scheduler
+		// could not place holds the rollout up.
+		if unschedulable(pod) {
+			return troublePending
+		}
+		return troubleNotReady
 	case ready:
 		return troubleMinReady
 	}
@@ -170,4 +175,15 @@ func waitingReason(pod *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// unschedulable reports whether the scheduler tried the pod and found no
+// node for it (PodScheduled False, reason Unschedulable).
+func unschedulable(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
 }

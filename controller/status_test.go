@@ -27,6 +27,14 @@ func pending(p *corev1.Pod) {
 	phase(corev1.PodPending)(p)
 }
 
+// unschedulablePod is a pod the scheduler tried and could not place.
+func unschedulablePod(p *corev1.Pod) {
+	pending(p)
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+	})
+}
+
 func TestStatus(t *testing.T) {
 	type want struct {
 		desired, current, misscheduled, ready, available, unavailable, updated int32
@@ -116,7 +124,7 @@ func TestStatus(t *testing.T) {
 			want: want{desired: 2, current: 2, ready: 1, available: 1, unavailable: 1, updated: 2,
 				available_: "False/PodsCrashLooping", progressing: "False/PodsCrashLooping", message: "in CrashLoopBackOff"},
 		},
-		"pending pod": {
+		"pending pod, just created: the rollout moves": {
 			nodes: 2,
 			pod: func(i int) []podOpt {
 				if i == 1 {
@@ -125,7 +133,18 @@ func TestStatus(t *testing.T) {
 				return []podOpt{}
 			},
 			want: want{desired: 2, current: 2, ready: 1, available: 1, unavailable: 1, updated: 2,
-				available_: "False/PodsPending", progressing: "False/PodsPending", message: "pods Pending: agent-node-1-"},
+				available_: "False/PodsNotReady", progressing: "True/RollingUpdate", message: "pods not Ready: agent-node-1-"},
+		},
+		"unschedulable pod: the rollout waits": {
+			nodes: 2,
+			pod: func(i int) []podOpt {
+				if i == 1 {
+					return []podOpt{unschedulablePod}
+				}
+				return []podOpt{}
+			},
+			want: want{desired: 2, current: 2, ready: 1, available: 1, unavailable: 1, updated: 2,
+				available_: "False/PodsPending", progressing: "False/PodsPending", message: "pods Pending (unschedulable): agent-node-1-"},
 		},
 		"old revision left by OnDelete": {
 			nodes: 3, oldOn: map[int]bool{0: true, 2: true},
