@@ -18,6 +18,7 @@ build: ## Build bin/everynode and bin/kubectl-everynode
 .PHONY: test
 test: ## Unit tests (hermetic, with the race detector)
 	go test $(GO_TEST_FLAGS) ./...
+	cd bench && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, clientset, listers, informers and the CRD

@@ -35,22 +35,6 @@ KWOK_CLUSTER="$KWOK_WORKDIR/clusters/$CLUSTER_NAME"
 # replica needs no election.
 export EVERYNODE_ARGS="--kube-api-qps=$QPS --kube-api-burst=$BURST --leader-elect=false ${EVERYNODE_ARGS:-}"
 
-# Same as cluster.sh's pki(): a CA and a 127.0.0.1 serving certificate, shared
-# by all local clusters (made once).
-pki() {
-  [[ -f "$PKI/tls.crt" && -f "$PKI/ca.crt" ]] && return
-  mkdir -p "$PKI"
-  (
-    cd "$PKI"
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 365 \
-      -subj /CN=everynode-e2e-ca -keyout ca.key -out ca.crt 2>/dev/null
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-      -subj /CN=everynode -keyout tls.key -out tls.csr 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >ext.cnf
-    openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 \
-      -extfile ext.cnf -out tls.crt 2>/dev/null
-  )
-}
 
 # The audit log is how requests are told apart by client (user agent):
 # apiserver_request_total has no client label, and kube-controller-manager,
@@ -96,14 +80,6 @@ add_nodes() {
   echo " ok"
 }
 
-install_chart() {
-  say "installing the everynode chart (external mode: webhooks call $EVERYNODE_URL)"
-  kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  helm upgrade --install "$RELEASE" "$ROOT/charts/everynode" --namespace "$NAMESPACE" \
-    --set external.url="$EVERYNODE_URL" \
-    --set tls.caBundle="$(base64 -w0 <"$PKI/ca.crt")" \
-    --wait --timeout 2m >"$LOGS/helm.log"
-}
 
 up() {
   say "bench cluster: $NODES nodes, kube-controller-manager --controllers=$KCM_CONTROLLERS, QPS $QPS burst $BURST for both"

@@ -56,3 +56,30 @@ wait_for() {
     sleep 1
   done
 }
+
+# pki makes a CA and a serving certificate for 127.0.0.1: the webhook
+# configurations and the scheduler's extender config trust the CA.
+pki() {
+  [[ -f "$PKI/tls.crt" && -f "$PKI/ca.crt" ]] && return
+  mkdir -p "$PKI"
+  (
+    cd "$PKI"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 365 \
+      -subj /CN=everynode-e2e-ca -keyout ca.key -out ca.crt 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -subj /CN=everynode -keyout tls.key -out tls.csr 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >ext.cnf
+    openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 \
+      -extfile ext.cnf -out tls.crt 2>/dev/null
+  )
+}
+
+install_chart() {
+  say "installing the everynode chart (external mode: webhooks call $EVERYNODE_URL)"
+  kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  # shellcheck disable=SC2086
+  helm upgrade --install "$RELEASE" "$ROOT/charts/everynode" --namespace "$NAMESPACE" \
+    --set external.url="$EVERYNODE_URL" \
+    --set tls.caBundle="$(base64 -w0 <"$PKI/ca.crt")" \
+    --wait --timeout 2m ${EXTRA_HELM_ARGS:-} >"$LOGS/helm.log"
+}
