@@ -8,7 +8,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -108,24 +107,10 @@ func (c *Controller) deleteSet(logger klog.Logger, obj interface{}) {
 	c.enqueue(ds)
 }
 
-// ownerRef returns the controller reference of obj if it points to an
-// everynode DaemonSet (any version of the group).
-func ownerRef(obj metav1.Object) *metav1.OwnerReference {
-	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil || ref.Kind != controllerKind.Kind {
-		return nil
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil || gv.Group != controllerKind.Group {
-		return nil
-	}
-	return ref
-}
-
 // resolveOwner returns the set that controls obj, or nil if none does: the
 // controller reference must name an existing set with the same UID.
 func (c *Controller) resolveOwner(obj metav1.Object) *everynodev1alpha1.DaemonSet {
-	ref := ownerRef(obj)
+	ref := placement.ControllerRef(obj)
 	if ref == nil {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/controller/revision"
+	"everynode.io/everynode/placement"
 )
 
 // defaultRevisionHistoryLimit is used when the webhook has not defaulted
@@ -153,7 +154,7 @@ func (c *Controller) snapshot(ctx context.Context, ds *everynodev1alpha1.DaemonS
 	if getErr != nil {
 		return nil, fmt.Errorf("get ControllerRevision %s after conflict: %w", rev.Name, getErr)
 	}
-	if ref := ownerRef(existing); ref != nil && ref.UID == ds.UID && revision.MatchData(rev.Data.Raw, existing.Data.Raw) {
+	if ref := placement.ControllerRef(existing); ref != nil && ref.UID == ds.UID && revision.MatchData(rev.Data.Raw, existing.Data.Raw) {
 		// Ours, made by an earlier sync the informer has not shown yet.
 		return existing, nil
 	}

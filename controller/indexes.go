@@ -10,6 +10,7 @@ import (
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/index"
+	"everynode.io/everynode/placement"
 )
 
 const (
@@ -57,7 +58,7 @@ func revisionSetKeys(obj interface{}) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	ref := ownerRef(rev)
+	ref := placement.ControllerRef(rev)
 	if ref == nil {
 		return nil, nil
 	}
@@ -122,7 +123,7 @@ func (c *Controller) podsOfSet(ds *everynodev1alpha1.DaemonSet) ([]*corev1.Pod, 
 		if !ok {
 			continue
 		}
-		if ref := ownerRef(pod); ref == nil || ref.UID != ds.UID {
+		if ref := placement.ControllerRef(pod); ref == nil || ref.UID != ds.UID {
 			continue
 		}
 		pods = append(pods, pod)
@@ -142,7 +143,7 @@ func (c *Controller) revisionsOfSet(ds *everynodev1alpha1.DaemonSet) ([]*appsv1.
 		if !ok {
 			continue
 		}
-		if ref := ownerRef(rev); ref == nil || ref.UID != ds.UID {
+		if ref := placement.ControllerRef(rev); ref == nil || ref.UID != ds.UID {
 			continue
 		}
 		revs = append(revs, rev)

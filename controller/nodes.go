@@ -85,7 +85,7 @@ func (c *Controller) setKeysWithPodsOn(nodeName string) (map[cache.ObjectName]bo
 		if !ok {
 			continue
 		}
-		if ref := ownerRef(pod); ref != nil {
+		if ref := placement.ControllerRef(pod); ref != nil {
 			keys[cache.NewObjectName(pod.Namespace, ref.Name)] = true
 		}
 	}

@@ -7,10 +7,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement"
 )
 
@@ -60,8 +58,8 @@ func podsBySet(obj interface{}) ([]string, error) {
 	if !ok || !placement.IsDaemonPod(pod) {
 		return nil, nil
 	}
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "DaemonSet" || ref.APIVersion != everynodev1alpha1.SchemeGroupVersion.String() {
+	ref := placement.ControllerRef(pod)
+	if ref == nil {
 		return nil, nil
 	}
 	return []string{SetKey(pod.Namespace, ref.Name)}, nil

@@ -1,8 +1,8 @@
 package placement
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
@@ -10,13 +10,18 @@ import (
 // KindDaemonSet is the kind in the owner reference of every daemon pod.
 const KindDaemonSet = "DaemonSet"
 
-// ControllerRef returns the owner reference of pod that names its controlling
-// everynode DaemonSet, or nil when the pod has none. An apps/v1 DaemonSet
-// owner does not count: only the group and version of everynode's own kind
-// make a pod one of its daemons. The set lives in the pod's namespace.
-func ControllerRef(pod *corev1.Pod) *metav1.OwnerReference {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != KindDaemonSet || ref.APIVersion != everynodev1alpha1.SchemeGroupVersion.String() {
+// ControllerRef returns the owner reference of obj (a pod or a
+// ControllerRevision) that names its controlling everynode DaemonSet, or nil
+// when it has none. An apps/v1 DaemonSet owner does not count: the group
+// must be everynode's (any version, so a later API version still owns the
+// pods). The set lives in obj's namespace. The reference is not a copy:
+// callers must not modify it.
+func ControllerRef(obj metav1.Object) *metav1.OwnerReference {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != KindDaemonSet {
+		return nil
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != everynodev1alpha1.GroupName {
 		return nil
 	}
 	return ref
