@@ -157,10 +157,10 @@ func (w *workload) teardown(ctx context.Context, s system, t *tracker) error {
 	for time.Now().Before(deadline) {
 		err := w.cs.CoreV1().Pods(benchNamespace).DeleteCollection(ctx,
 			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{LabelSelector: podSelector})
-		// At 5,000 pods the API server may time out the collection delete
-		// while it goes on deleting: that is progress, not failure.
-		if err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
-			return fmt.Errorf("deleting pods: %w", err)
+		// At 5,000 pods the API server may time out or reset the collection
+		// delete while it goes on deleting: retry until the deadline.
+		if err != nil {
+			logf("cleanup: deleting pods: %v (retrying)", err)
 		}
 		time.Sleep(2 * time.Second)
 		pods, err := w.cs.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{LabelSelector: podSelector, ResourceVersion: "0"})
