@@ -5,14 +5,11 @@
 # Env: CLUSTER_NAME, E2E_KUBECONFIG (as for cluster-up.sh).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-E2E="$ROOT/.e2e"
-CLUSTER_NAME="${CLUSTER_NAME:-everynode-e2e}"
-export KWOK_WORKDIR="$E2E/kwok" # same as cluster-up.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-if [[ ! -x "$E2E/bin/kwokctl" ]]; then
-  echo "no kwokctl in $E2E/bin: nothing to delete"
+if [[ ! -x "$BIN/kwokctl" ]]; then
+  echo "no kwokctl in $BIN: nothing to delete"
   exit 0
 fi
 echo "deleting kwok cluster $CLUSTER_NAME..."
-"$E2E/bin/kwokctl" -v=WARN --name "$CLUSTER_NAME" delete cluster --kubeconfig "${E2E_KUBECONFIG:-$E2E/kubeconfig}"
+"$BIN/kwokctl" -v=WARN --name "$CLUSTER_NAME" delete cluster --kubeconfig "$KUBECONFIG"

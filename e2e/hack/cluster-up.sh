@@ -22,17 +22,10 @@
 # Then: export KUBECONFIG=<repo>/.e2e/kubeconfig
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-E2E="$ROOT/.e2e"
-BIN="$E2E/bin"
-CLUSTER_NAME="${CLUSTER_NAME:-everynode-e2e}"
+# Paths, PATH, KWOK_WORKDIR (cluster state under .e2e, so cluster-down.sh
+# plus `rm -rf .e2e` leaves nothing behind) and KUBECONFIG come from lib.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 NODES="${NODES:-3}"
-export KUBECONFIG="${E2E_KUBECONFIG:-$E2E/kubeconfig}"
-# kwokctl keeps each cluster's pki, etcd data, logs and pid files under
-# $KWOK_WORKDIR/clusters/<name> (default ~/.kwok). Keeping it in .e2e means
-# cluster-down.sh plus `rm -rf .e2e` leaves nothing behind.
-export KWOK_WORKDIR="$E2E/kwok"
-export PATH="$BIN:$PATH"
 # kwokctl logs JSON when not on a terminal; this script prints its own
 # progress, so keep kwokctl to warnings and errors.
 kwokctl() { command kwokctl -v=WARN --name "$CLUSTER_NAME" "$@"; }

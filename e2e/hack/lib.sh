@@ -27,7 +27,7 @@ fi
 LOGS="$STATE/logs"
 # cluster-up.sh writes the kubeconfig here; the caller's KUBECONFIG is never
 # overwritten, so a real cluster is never touched by these scripts.
-export E2E_KUBECONFIG="$STATE/kubeconfig"
+export E2E_KUBECONFIG="${E2E_KUBECONFIG:-$STATE/kubeconfig}"
 export KUBECONFIG="$E2E_KUBECONFIG"
 NAMESPACE="${NAMESPACE:-everynode-system}"
 RELEASE="${RELEASE:-everynode}"
