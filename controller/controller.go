@@ -50,10 +50,6 @@ const (
 	failedPodBackoffInitial = time.Second
 	failedPodBackoffMax     = 15 * time.Minute
 	backoffGCInterval       = time.Minute
-
-	// statusUpdateRetries is how often a conflicting status write is retried
-	// on a freshly read set before the sync fails and is requeued.
-	statusUpdateRetries = 1
 )
 
 // Config holds what New needs. The informers must not have been started
@@ -123,6 +119,7 @@ type Controller struct {
 
 	podControl    PodControl
 	expectations  *expectations
+	statusWrites  *statusWrites
 	failedBackoff *flowcontrol.Backoff
 	clock         clock.WithTicker
 	burstReplicas int
@@ -168,6 +165,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name + "-nodes", MetricsProvider: queueMetrics{}, Clock: clk},
 		),
 		expectations: newExpectations(clk),
+		statusWrites: newStatusWrites(),
 		// "Fake" only means "with this clock": the real one in production.
 		failedBackoff: flowcontrol.NewFakeBackOff(failedPodBackoffInitial, failedPodBackoffMax, clk),
 		clock:         clk,
@@ -262,7 +260,12 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 		c.queue.Forget(key)
 		return true
 	}
-	utilruntime.HandleErrorWithContext(ctx, err, "Error syncing DaemonSet; requeuing", "daemonset", key.String())
+	if errors.Is(err, errStatusConflict) {
+		// Expected now and then; the cache catches up within the backoff.
+		klog.FromContext(ctx).V(2).Info("Status write conflicted; requeuing", "daemonset", key.String())
+	} else {
+		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing DaemonSet; requeuing", "daemonset", key.String())
+	}
 	c.queue.AddRateLimited(key)
 	return true
 }

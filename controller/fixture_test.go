@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,6 +56,7 @@ type fixture struct {
 
 	podInf, nodeInf, revInf, setInf cache.SharedIndexInformer
 	podSeq                          atomic.Int64
+	rvSeq                           atomic.Int64 // resourceVersions of sets
 	queue                           *recordingQueue
 }
 
@@ -142,6 +144,22 @@ func newFixture(t testing.TB) *fixture {
 		return false, nil, nil
 	})
 
+	f.rvSeq.Store(1000) // above the objects' own "1"
+	// Nor resourceVersions on sets: every write gets a new one, and a write
+	// over an older one is a conflict, as the status writes rely on.
+	f.client.PrependReactor("update", "daemonsets", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		ds := action.(clienttesting.UpdateAction).GetObject().(*everynodev1alpha1.DaemonSet)
+		stored, err := f.client.Tracker().Get(action.GetResource(), ds.Namespace, ds.Name)
+		if err != nil {
+			return false, nil, nil
+		}
+		if rv := stored.(*everynodev1alpha1.DaemonSet).ResourceVersion; ds.ResourceVersion != "" && ds.ResourceVersion != rv {
+			return true, nil, apierrors.NewConflict(action.GetResource().GroupResource(), ds.Name, fmt.Errorf("resourceVersion %s is not %s", ds.ResourceVersion, rv))
+		}
+		ds.ResourceVersion = fmt.Sprint(f.rvSeq.Add(1))
+		return false, nil, nil
+	})
+
 	kubeInf := informers.NewSharedInformerFactory(f.kube, 0)
 	setInf := externalversions.NewSharedInformerFactory(f.client, 0)
 	cfg := Config{
@@ -158,6 +176,9 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	// Status writes are throttled in real time; TestStatusWrites tests
+	// that, the other tests see every write.
+	c.statusWrites.interval = 0
 	f.queue = &recordingQueue{TypedRateLimitingInterface: c.queue}
 	c.queue = f.queue
 	t.Cleanup(func() { c.queue.ShutDown(); c.nodeQueue.ShutDown() })
@@ -208,6 +229,7 @@ func (f *fixture) update(objs ...runtime.Object) {
 		)
 		switch o := obj.(type) {
 		case *everynodev1alpha1.DaemonSet:
+			o.ResourceVersion = fmt.Sprint(f.rvSeq.Add(1))
 			err, inf = f.client.Tracker().Update(everynodev1alpha1.SchemeGroupVersion.WithResource("daemonsets"), o, o.Namespace), f.setInf
 		case *corev1.Pod:
 			err, inf = f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), o, o.Namespace), f.podInf

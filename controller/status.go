@@ -204,7 +204,11 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, r
 }
 
 // updateStatus computes the status and writes it through the status
-// subresource if it changed, retrying a conflict once on a fresh copy.
+// subresource if it changed: at once when the change is one a reader waits
+// for, otherwise at most every StatusWriteInterval (the sync is requeued
+// for the rest). A conflict is not retried here with a fresh GET, as
+// upstream does: the cache soon holds the newer set, and the requeued sync
+// writes over it.
 func (c *Controller) updateStatus(ctx context.Context, v *setView, cur *appsv1.ControllerRevision, old []*appsv1.ControllerRevision, observe bool) error {
 	ds := v.ds
 	pol, err := newRolloutPolicy(v, v.desiredCount())
@@ -228,27 +232,24 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, cur *appsv1.C
 	if apiequality.Semantic.DeepEqual(ds.Status, status) {
 		return nil
 	}
-	toUpdate := ds.DeepCopy()
-	for attempt := 0; ; attempt++ {
-		toUpdate.Status = status
-		_, err := c.client.EverynodeV1alpha1().DaemonSets(ds.Namespace).UpdateStatus(ctx, toUpdate, metav1.UpdateOptions{})
-		if err == nil {
-			klog.FromContext(ctx).V(4).Info("Updated DaemonSet status", "daemonset", klog.KObj(ds),
-				"desired", status.DesiredNumberScheduled, "available", status.NumberAvailable, "updated", status.UpdatedNumberScheduled)
+	if !urgentStatusChange(&ds.Status, &status) {
+		if wait := c.statusWrites.wait(ds, v.now); wait > 0 {
+			c.enqueueAfter(ds, wait)
 			return nil
 		}
-		if !apierrors.IsConflict(err) || attempt >= statusUpdateRetries {
-			return fmt.Errorf("update status of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
-		}
-		fresh, getErr := c.client.EverynodeV1alpha1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
-		if getErr != nil {
-			return fmt.Errorf("update status of DaemonSet %s/%s: %w (and re-read failed: %v)", ds.Namespace, ds.Name, err, getErr)
-		}
-		if fresh.UID != ds.UID {
-			return fmt.Errorf("DaemonSet %s/%s was replaced while syncing", ds.Namespace, ds.Name)
-		}
-		// Keep a collisionCount raised meanwhile.
-		status.CollisionCount = fresh.Status.CollisionCount
-		toUpdate = fresh
 	}
+	toUpdate := ds.DeepCopy()
+	toUpdate.Status = status
+	written, err := c.client.EverynodeV1alpha1().DaemonSets(ds.Namespace).UpdateStatus(ctx, toUpdate, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		c.statusWrites.conflicted(ds)
+		return fmt.Errorf("update status of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, errStatusConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("update status of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+	}
+	c.statusWrites.wrote(ds, written, v.now)
+	klog.FromContext(ctx).V(4).Info("Updated DaemonSet status", "daemonset", klog.KObj(ds),
+		"desired", status.DesiredNumberScheduled, "available", status.NumberAvailable, "updated", status.UpdatedNumberScheduled)
+	return nil
 }

@@ -31,11 +31,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// collector removes them.
 		logger.V(3).Info("DaemonSet is gone")
 		c.expectations.forget(key)
+		c.statusWrites.forget(key)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("get DaemonSet %s from cache: %w", key, err)
 	}
+	ds = c.statusWrites.freshest(ds)
 	if sel := ds.Spec.Selector; sel == nil || (len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0) {
 		c.recorder.Event(ds, corev1.EventTypeWarning, ReasonSelectingAll, "This daemon set is selecting all pods. A non-empty selector is required.")
 		return nil

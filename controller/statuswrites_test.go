@@ -1,0 +1,168 @@
+package controller
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+)
+
+// setReady marks the set's pod on node Ready (or not) in the API server
+// and the cache.
+func (f *fixture) setReady(ds *everynodev1alpha1.DaemonSet, node string, ready bool) {
+	f.t.Helper()
+	for _, obj := range f.podInf.GetIndexer().List() {
+		pod := obj.(*corev1.Pod)
+		if pod.Spec.NodeName != node {
+			continue
+		}
+		pod = pod.DeepCopy()
+		pod.Status.Conditions[0].Status = corev1.ConditionFalse
+		if ready {
+			pod.Status.Conditions[0].Status = corev1.ConditionTrue
+		}
+		pod.Status.Conditions[0].LastTransitionTime = metav1.NewTime(f.clock.Now().Add(-time.Hour))
+		f.update(pod)
+		return
+	}
+	f.t.Fatalf("no pod on %s", node)
+}
+
+// TestStatusWrites checks how status writes are spaced: counts alone at
+// most every StatusWriteInterval (the rest requeued), a condition changing
+// at once; and that a sync right after a write compares with, and writes
+// over, what was written rather than the cache's older copy.
+func TestStatusWrites(t *testing.T) {
+	f := newFixture(t)
+	f.c.statusWrites.interval = StatusWriteInterval
+	addNodes(f, 3)
+	ds := newSet("agent")
+	hash := addSetWithRevision(f, ds)
+	for _, n := range []string{"node-0", "node-1", "node-2"} {
+		f.add(newPod(ds, n, hash, notReady))
+	}
+
+	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 1 || got[0].NumberReady != 0 {
+		t.Fatalf("first sync wrote %+v, want one status with 0 ready", got)
+	}
+	// The cache has not seen the write yet: nothing changed, nothing to
+	// write, and no request at all.
+	f.mustSync(ds)
+	if n := len(f.client.Actions()); n != 0 {
+		t.Errorf("sync right after the write made %d requests, want 0: %v", n, f.client.Actions())
+	}
+
+	// Counts alone, within the interval: not written, requeued for the rest.
+	f.queue.takeDelayed()
+	f.clock.Step(300 * time.Millisecond)
+	f.setReady(ds, "node-0", true)
+	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 0 {
+		t.Errorf("counts-only change within the interval wrote %d times, want 0", len(got))
+	}
+	if d := f.queue.takeDelayed(); len(d) != 1 || d[0].after != 700*time.Millisecond {
+		t.Errorf("requeues = %v, want one after 700ms", d)
+	}
+	// Once the interval has passed, the counts go out, over the written
+	// copy's resourceVersion (the cache still has the first one): no
+	// conflict.
+	f.clock.Step(700 * time.Millisecond)
+	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 1 || got[0].NumberReady != 1 {
+		t.Fatalf("after the interval wrote %+v, want one status with 1 ready", got)
+	}
+
+	// Every pod Ready: Available turns True, written at once.
+	f.clock.Step(10 * time.Millisecond)
+	f.setReady(ds, "node-1", true)
+	f.setReady(ds, "node-2", true)
+	f.mustSync(ds)
+	got := f.statusUpdates()
+	if len(got) != 1 {
+		t.Fatalf("Available turning True wrote %d times, want 1 at once", len(got))
+	}
+	if c := meta.FindStatusCondition(got[0].Conditions, everynodev1alpha1.ConditionAvailable); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Available = %+v, want True", c)
+	}
+	if st := f.set(ds).Status; st.NumberAvailable != 3 {
+		t.Errorf("stored numberAvailable = %d, want 3", st.NumberAvailable)
+	}
+}
+
+// TestStatusWriteConflict checks that a write over a set someone else
+// changed meanwhile is not retried with a GET but handed back for a requeue,
+// and that the requeued sync, on the newer cache, writes.
+func TestStatusWriteConflict(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 2)
+	ds := newSet("agent")
+	f.add(ds)
+	// Someone else writes the set; the cache has not seen it.
+	other := f.set(ds).DeepCopy()
+	other.Annotations = map[string]string{"touched": "yes"}
+	if _, err := f.client.EverynodeV1alpha1().DaemonSets(ns).Update(f.ctx, other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := f.sync(ds)
+	if !errors.Is(err, errStatusConflict) {
+		t.Fatalf("sync = %v, want a status conflict", err)
+	}
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "get" {
+			t.Errorf("conflict handled with a GET: %v", a)
+		}
+	}
+	f.syncCaches()
+	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 1 {
+		t.Errorf("requeued sync wrote %d times, want 1", len(got))
+	}
+}
+
+func TestUrgentStatusChange(t *testing.T) {
+	cond := func(typ, status, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: metav1.ConditionStatus(status), Reason: reason, Message: "m"}
+	}
+	base := everynodev1alpha1.DaemonSetStatus{
+		ObservedGeneration: 2, UpdateRevision: "a", CurrentRevision: "a", NumberReady: 1,
+		Conditions: []metav1.Condition{
+			cond(everynodev1alpha1.ConditionAvailable, "False", ReasonPodsNotReady),
+			cond(everynodev1alpha1.ConditionProgressing, "True", ReasonRollingUpdate),
+		},
+	}
+	tests := map[string]struct {
+		change func(*everynodev1alpha1.DaemonSetStatus)
+		want   bool
+	}{
+		"counts":             {func(s *everynodev1alpha1.DaemonSetStatus) { s.NumberReady = 2 }, false},
+		"message":            {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions[0].Message = "other pods" }, false},
+		"trouble to trouble": {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions[0].Reason = ReasonPodsMissing }, false},
+		"generation":         {func(s *everynodev1alpha1.DaemonSetStatus) { s.ObservedGeneration = 3 }, true},
+		"update revision":    {func(s *everynodev1alpha1.DaemonSetStatus) { s.UpdateRevision = "b" }, true},
+		"current revision":   {func(s *everynodev1alpha1.DaemonSetStatus) { s.CurrentRevision = "b" }, true},
+		"collision count":    {func(s *everynodev1alpha1.DaemonSetStatus) { s.CollisionCount = new(int32) }, true},
+		"available": {func(s *everynodev1alpha1.DaemonSetStatus) {
+			s.Conditions[0] = cond(everynodev1alpha1.ConditionAvailable, "True", ReasonAllPodsAvailable)
+		}, true},
+		"rollout complete": {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions[1].Reason = ReasonRolloutComplete }, true},
+		"stuck": {func(s *everynodev1alpha1.DaemonSetStatus) {
+			s.Conditions[1] = cond(everynodev1alpha1.ConditionProgressing, "False", ReasonPodsPending)
+		}, true},
+		"condition added": {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions = s.Conditions[:1] }, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cur := *base.DeepCopy()
+			tc.change(&cur)
+			if got := urgentStatusChange(&base, &cur); got != tc.want {
+				t.Errorf("urgentStatusChange = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
