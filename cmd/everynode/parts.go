@@ -44,8 +44,8 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	}
 
 	ctrl, err := controller.New(ctx, controller.Config{
-		KubeClient: cfg.clients.kube,
-		Client:     cfg.clients.everynode,
+		KubeClient: cfg.clients.controllerKube,
+		Client:     cfg.clients.controllerEverynode,
 		DaemonSets: setInformer,
 		Pods:       podInformer,
 		Nodes:      nodeInformer,

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -67,11 +68,18 @@ func addKlogFlags(cmd *cobra.Command) {
 	cmd.Flags().Lookup("v").Shorthand = "v"
 }
 
-// clients are everything serve builds from the kubeconfig.
+// clients are everything serve builds from the kubeconfig. As in
+// kube-controller-manager, the controller's writes have a client of their
+// own: its pod creations, status writes, revisions and events share one
+// --kube-api-qps budget (the figure compared with upstream's), apart from
+// the informers' watches, the webhooks' dry runs and leader election.
 type clients struct {
 	config    *rest.Config
 	kube      kubernetes.Interface
 	everynode versioned.Interface
+
+	controllerKube      kubernetes.Interface
+	controllerEverynode versioned.Interface
 }
 
 func newClients(o *serveOptions) (*clients, error) {
@@ -83,15 +91,29 @@ func newClients(o *serveOptions) (*clients, error) {
 	}
 	config.QPS, config.Burst = o.kubeAPIQPS, o.kubeAPIBurst
 	config = rest.AddUserAgent(config, "everynode/"+version)
+	c := &clients{config: config}
+	if c.kube, c.everynode, err = newClientsets(config); err != nil {
+		return nil, err
+	}
+	// Two clientsets, one token bucket.
+	controllerConfig := rest.CopyConfig(config)
+	controllerConfig.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.kubeAPIQPS, o.kubeAPIBurst)
+	if c.controllerKube, c.controllerEverynode, err = newClientsets(controllerConfig); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func newClientsets(config *rest.Config) (kubernetes.Interface, versioned.Interface, error) {
 	kube, err := kubernetes.NewForConfig(config)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	en, err := versioned.NewForConfig(config)
 	if err != nil {
-		return nil, fmt.Errorf("everynode client: %w", err)
+		return nil, nil, fmt.Errorf("everynode client: %w", err)
 	}
-	return &clients{config: config, kube: kube, everynode: en}, nil
+	return kube, en, nil
 }
 
 func runServe(ctx context.Context, o *serveOptions) error {
