@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // realisticPod is a daemon pod as the pod webhook sees it: the fluentd
@@ -24,9 +25,10 @@ func realisticPod(b *testing.B, ds *everynodev1alpha1.DaemonSet) *corev1.Pod {
 	spec := &pod.Spec
 	spec.ServiceAccountName, spec.DeprecatedServiceAccount = "default", "default"
 	spec.EnableServiceLinks, spec.Priority, spec.PreemptionPolicy = ptr.To(true), ptr.To[int32](0), ptr.To(corev1.PreemptLowerPriority)
-	spec.Tolerations = append(spec.Tolerations,
-		corev1.Toleration{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
-		corev1.Toleration{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)})
+	// The controller pins and tolerates the pods it makes (the
+	// DefaultTolerationSeconds plugin then finds its tolerations there).
+	spec.Affinity = placement.PinToNode(spec.Affinity, "node-0042")
+	spec.Tolerations = placement.WithDaemonTolerations(spec.Tolerations, spec.HostNetwork)
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "kube-api-access-x7k2p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		DefaultMode: ptr.To[int32](420),
 		Sources: []corev1.VolumeProjection{
@@ -106,6 +108,26 @@ func BenchmarkMutatePod(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchServe(b, h, reviewBody(b, podRequest(b, admissionv1.Create, testController, realisticPod(b, ds), nil)), true)
+}
+
+// BenchmarkMutatePodUnpinned is a daemon pod made by something other than
+// this version of the controller: neither pinned nor tolerated, with the
+// DefaultTolerationSeconds plugin's tolerations that the daemon ones
+// replace, so the handler diffs the whole object.
+func BenchmarkMutatePodUnpinned(b *testing.B) {
+	ds := validSet(b)
+	nodes, sets := listers(b, ds, node("node-0042", map[string]string{"pool": "big"}))
+	h, err := NewPodMutator(nodes, sets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pod := realisticPod(b, ds)
+	pod.Spec.Affinity = nil
+	pod.Spec.Tolerations = []corev1.Toleration{
+		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+	}
+	benchServe(b, h, reviewBody(b, podRequest(b, admissionv1.Create, testController, pod, nil)), true)
 }
 
 func BenchmarkMutatePodWithOverride(b *testing.B) {
