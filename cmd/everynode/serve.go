@@ -136,14 +136,15 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	kubeFactory := kubeinformers.NewSharedInformerFactory(c.kube, 0)
+	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, kubeinformers.WithTransform(trimForCache))
 	// Daemon pods only: everynode never needs anyone else's pods, which keeps
 	// its memory flat however many pods the cluster runs.
 	daemonPodFactory := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0,
+		kubeinformers.WithTransform(trimForCache),
 		kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = everynodev1alpha1.LabelDaemonPod + "=" + everynodev1alpha1.LabelDaemonPodValue
 		}))
-	setFactory := everynodeinformers.NewSharedInformerFactory(c.everynode, 0)
+	setFactory := everynodeinformers.NewSharedInformerFactoryWithOptions(c.everynode, 0, everynodeinformers.WithTransform(trimForCache))
 
 	p, err := buildParts(ctx, partsConfig{
 		opts: o, clients: c, registry: registry,
