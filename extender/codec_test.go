@@ -22,45 +22,51 @@ func TestDecodeArgs(t *testing.T) {
 		wantErr    bool
 		wantPod    bool
 		wantDaemon bool
+		wantApps   bool     // a pod of a built-in apps DaemonSet
 		wantNames  []string // nil: NodeNames absent or null
 	}{
-		"names":                   {body: `{"Pod":{},"NodeNames":["a","b"]}`, wantPod: true, wantNames: []string{"a", "b"}},
-		"whitespace everywhere":   {body: " \n{ \"Pod\" : { } ,\t\"NodeNames\" : [ \"a\" , \"b\" ] }\r\n", wantPod: true, wantNames: []string{"a", "b"}},
-		"empty names":             {body: `{"Pod":{},"NodeNames":[]}`, wantPod: true, wantNames: []string{}},
-		"null names":              {body: `{"Pod":{},"NodeNames":null}`, wantPod: true},
-		"null name is empty":      {body: `{"Pod":{},"NodeNames":["a",null]}`, wantPod: true, wantNames: []string{"a", ""}},
-		"escaped name":            {body: `{"Pod":{},"NodeNames":["n\u00e9","a\"b","c\/d"]}`, wantPod: true, wantNames: []string{"né", `a"b`, "c/d"}},
-		"key case folded":         {body: `{"pod":{},"nodenames":["a"]}`, wantPod: true, wantNames: []string{"a"}},
-		"key escaped":             {body: `{"P\u006fd":{},"NodeNames":["a"]}`, wantPod: true, wantNames: []string{"a"}},
-		"unknown keys skipped":    {body: `{"x":[1,-2.5e+3,true,false,null,{"y":"z"}],"Pod":{}}`, wantPod: true},
-		"daemon pod":              {body: `{"Pod":` + daemon + `,"NodeNames":["a"]}`, wantPod: true, wantDaemon: true, wantNames: []string{"a"}},
-		"daemon label folded key": {body: `{"Pod":{"METADATA":{"Labels":{"everynode.io/daemon-pod":"true"}}}}`, wantPod: true, wantDaemon: true},
-		"daemon label escaped":    {body: `{"Pod":{"metadata":{"labels":{"everynode.io\/daemon-pod":"true"}}}}`, wantPod: true, wantDaemon: true},
-		"daemon label false":      {body: `{"Pod":{"metadata":{"labels":{"everynode.io/daemon-pod":"false"}}}}`, wantPod: true},
-		"label elsewhere":         {body: `{"Pod":{"spec":{"nodeSelector":{"everynode.io/daemon-pod":"true"}}}}`, wantPod: true},
-		"duplicate pods merge":    {body: `{"Pod":` + daemon + `,"Pod":{"metadata":{"name":"b"}}}`, wantPod: true, wantDaemon: true},
-		"duplicate pod nulled":    {body: `{"Pod":` + daemon + `,"Pod":null}`},
-		"nodes":                   {body: `{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"a"}}]}}`, wantPod: true},
-		"null":                    {body: `null`},
-		"no pod":                  {body: `{"NodeNames":["a"]}`, wantNames: []string{"a"}},
-		"null pod":                {body: `{"Pod":null}`},
-		"daemon pod type error":   {body: `{"Pod":{"metadata":{"labels":{"everynode.io/daemon-pod":1}}}}`, wantErr: true},
-		"pod not an object":       {body: `{"Pod":[]}`, wantErr: true},
-		"names not an array":      {body: `{"Pod":{},"NodeNames":"a"}`, wantErr: true},
-		"name not a string":       {body: `{"Pod":{},"NodeNames":[1]}`, wantErr: true},
-		"nodes type error":        {body: `{"Pod":{},"Nodes":{"items":5}}`, wantErr: true},
-		"array":                   {body: `[]`, wantErr: true},
-		"empty":                   {body: ``, wantErr: true},
-		"truncated":               {body: `{"Pod":{},"NodeNames":["a"`, wantErr: true},
-		"trailing comma":          {body: `{"Pod":{},}`, wantErr: true},
-		"trailing data":           {body: `{"Pod":{}} {}`, wantErr: true},
-		"bad escape":              {body: `{"Pod":{},"NodeNames":["\x"]}`, wantErr: true},
-		"short unicode escape":    {body: `{"Pod":{},"NodeNames":["\u12"]}`, wantErr: true},
-		"control character":       {body: "{\"Pod\":{},\"NodeNames\":[\"a\tb\"]}", wantErr: true},
-		"bad number":              {body: `{"x":01,"Pod":{}}`, wantErr: true},
-		"bad literal":             {body: `{"x":nul,"Pod":{}}`, wantErr: true},
-		"too deep":                {body: `{"x":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}`, wantErr: true},
-		"deep enough":             {body: `{"x":` + strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1) + `,"Pod":{}}`, wantPod: true},
+		"apps daemon pod":             {body: `{"Pod":{"metadata":{"ownerReferences":[{"apiVersion":"apps/v1","kind":"DaemonSet","name":"kube-proxy","uid":"u","controller":true}]}}}`, wantPod: true, wantApps: true},
+		"apps daemon pod, escaped":    {body: `{"Pod":{"metadata":{"ownerReferences":[{"apiVersion":"apps/v1","KIND":"Daemon\u0053et","name":"p","uid":"u","controller":true}]}}}`, wantPod: true, wantApps: true},
+		"apps daemon, not controller": {body: `{"Pod":{"metadata":{"ownerReferences":[{"apiVersion":"apps/v1","kind":"DaemonSet","name":"p","uid":"u"}]}}}`, wantPod: true},
+		"ReplicaSet pod":              {body: `{"Pod":{"metadata":{"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"p","uid":"u","controller":true}]}}}`, wantPod: true},
+		"other group DaemonSet":       {body: `{"Pod":{"metadata":{"ownerReferences":[{"apiVersion":"example.com/v1","kind":"DaemonSet","name":"p","uid":"u","controller":true}]}}}`, wantPod: true},
+		"names":                       {body: `{"Pod":{},"NodeNames":["a","b"]}`, wantPod: true, wantNames: []string{"a", "b"}},
+		"whitespace everywhere":       {body: " \n{ \"Pod\" : { } ,\t\"NodeNames\" : [ \"a\" , \"b\" ] }\r\n", wantPod: true, wantNames: []string{"a", "b"}},
+		"empty names":                 {body: `{"Pod":{},"NodeNames":[]}`, wantPod: true, wantNames: []string{}},
+		"null names":                  {body: `{"Pod":{},"NodeNames":null}`, wantPod: true},
+		"null name is empty":          {body: `{"Pod":{},"NodeNames":["a",null]}`, wantPod: true, wantNames: []string{"a", ""}},
+		"escaped name":                {body: `{"Pod":{},"NodeNames":["n\u00e9","a\"b","c\/d"]}`, wantPod: true, wantNames: []string{"né", `a"b`, "c/d"}},
+		"key case folded":             {body: `{"pod":{},"nodenames":["a"]}`, wantPod: true, wantNames: []string{"a"}},
+		"key escaped":                 {body: `{"P\u006fd":{},"NodeNames":["a"]}`, wantPod: true, wantNames: []string{"a"}},
+		"unknown keys skipped":        {body: `{"x":[1,-2.5e+3,true,false,null,{"y":"z"}],"Pod":{}}`, wantPod: true},
+		"daemon pod":                  {body: `{"Pod":` + daemon + `,"NodeNames":["a"]}`, wantPod: true, wantDaemon: true, wantNames: []string{"a"}},
+		"daemon label folded key":     {body: `{"Pod":{"METADATA":{"Labels":{"everynode.io/daemon-pod":"true"}}}}`, wantPod: true, wantDaemon: true},
+		"daemon label escaped":        {body: `{"Pod":{"metadata":{"labels":{"everynode.io\/daemon-pod":"true"}}}}`, wantPod: true, wantDaemon: true},
+		"daemon label false":          {body: `{"Pod":{"metadata":{"labels":{"everynode.io/daemon-pod":"false"}}}}`, wantPod: true},
+		"label elsewhere":             {body: `{"Pod":{"spec":{"nodeSelector":{"everynode.io/daemon-pod":"true"}}}}`, wantPod: true},
+		"duplicate pods merge":        {body: `{"Pod":` + daemon + `,"Pod":{"metadata":{"name":"b"}}}`, wantPod: true, wantDaemon: true},
+		"duplicate pod nulled":        {body: `{"Pod":` + daemon + `,"Pod":null}`},
+		"nodes":                       {body: `{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"a"}}]}}`, wantPod: true},
+		"null":                        {body: `null`},
+		"no pod":                      {body: `{"NodeNames":["a"]}`, wantNames: []string{"a"}},
+		"null pod":                    {body: `{"Pod":null}`},
+		"daemon pod type error":       {body: `{"Pod":{"metadata":{"labels":{"everynode.io/daemon-pod":1}}}}`, wantErr: true},
+		"pod not an object":           {body: `{"Pod":[]}`, wantErr: true},
+		"names not an array":          {body: `{"Pod":{},"NodeNames":"a"}`, wantErr: true},
+		"name not a string":           {body: `{"Pod":{},"NodeNames":[1]}`, wantErr: true},
+		"nodes type error":            {body: `{"Pod":{},"Nodes":{"items":5}}`, wantErr: true},
+		"array":                       {body: `[]`, wantErr: true},
+		"empty":                       {body: ``, wantErr: true},
+		"truncated":                   {body: `{"Pod":{},"NodeNames":["a"`, wantErr: true},
+		"trailing comma":              {body: `{"Pod":{},}`, wantErr: true},
+		"trailing data":               {body: `{"Pod":{}} {}`, wantErr: true},
+		"bad escape":                  {body: `{"Pod":{},"NodeNames":["\x"]}`, wantErr: true},
+		"short unicode escape":        {body: `{"Pod":{},"NodeNames":["\u12"]}`, wantErr: true},
+		"control character":           {body: "{\"Pod\":{},\"NodeNames\":[\"a\tb\"]}", wantErr: true},
+		"bad number":                  {body: `{"x":01,"Pod":{}}`, wantErr: true},
+		"bad literal":                 {body: `{"x":nul,"Pod":{}}`, wantErr: true},
+		"too deep":                    {body: `{"x":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}`, wantErr: true},
+		"deep enough":                 {body: `{"x":` + strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1) + `,"Pod":{}}`, wantPod: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -71,8 +77,8 @@ func TestDecodeArgs(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if got.hasPod != tc.wantPod || (got.daemonPod != nil) != tc.wantDaemon {
-				t.Errorf("hasPod %v daemon %v, want %v %v", got.hasPod, got.daemonPod != nil, tc.wantPod, tc.wantDaemon)
+			if got.hasPod != tc.wantPod || (got.daemonPod != nil) != tc.wantDaemon || got.builtinDaemon != tc.wantApps {
+				t.Errorf("hasPod %v daemon %v apps daemon %v, want %v %v %v", got.hasPod, got.daemonPod != nil, got.builtinDaemon, tc.wantPod, tc.wantDaemon, tc.wantApps)
 			}
 			if (got.names == nil) != (tc.wantNames == nil) || (got.names != nil && !slices.Equal(*got.names, tc.wantNames)) {
 				t.Errorf("names = %v, want %q", got.names, tc.wantNames)
@@ -91,7 +97,7 @@ func checkAgainstEncodingJSON(t *testing.T, body []byte) {
 	var ref extenderv1.ExtenderArgs
 	refErr := json.Unmarshal(body, &ref)
 	if refErr != nil {
-		if err == nil && (!json.Valid(body) || got.daemonPod != nil) {
+		if err == nil && (!json.Valid(body) || got.daemonPod != nil || got.builtinDaemon) {
 			t.Fatalf("decodeArgs accepted %q, encoding/json: %v", body, refErr)
 		}
 		return
@@ -104,6 +110,9 @@ func checkAgainstEncodingJSON(t *testing.T, body []byte) {
 	}
 	if wantDaemon := ref.Pod != nil && placement.IsDaemonPod(ref.Pod); wantDaemon != (got.daemonPod != nil) {
 		t.Fatalf("daemon %v, encoding/json says %v", got.daemonPod != nil, wantDaemon)
+	}
+	if wantApps := ref.Pod != nil && !placement.IsDaemonPod(ref.Pod) && placement.IsBuiltinDaemonPod(ref.Pod); wantApps != got.builtinDaemon {
+		t.Fatalf("apps daemon %v, encoding/json says %v", got.builtinDaemon, wantApps)
 	}
 	if got.daemonPod != nil && !apiequality.Semantic.DeepEqual(got.daemonPod, ref.Pod) {
 		t.Fatalf("daemon pod differs from encoding/json's")

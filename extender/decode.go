@@ -32,6 +32,9 @@ type request struct {
 	// daemonPod is the decoded pod when it is a daemon pod, else nil:
 	// nothing reads an ordinary pod.
 	daemonPod *corev1.Pod
+	// builtinDaemon is true for a pod of a built-in apps DaemonSet, which
+	// no readiness gate holds back.
+	builtinDaemon bool
 	// names is NodeNames as sent: nil when absent or null. From decodeArgs
 	// it comes from namesPool: release gives it back once the answer is
 	// written.
@@ -47,10 +50,20 @@ type request struct {
 // requestFromArgs turns decoded ExtenderArgs into a request.
 func requestFromArgs(args *extenderv1.ExtenderArgs) request {
 	req := request{hasPod: args.Pod != nil, names: args.NodeNames, nodes: args.Nodes}
-	if args.Pod != nil && placement.IsDaemonPod(args.Pod) {
-		req.daemonPod = args.Pod
+	if args.Pod != nil {
+		req.classify(args.Pod)
 	}
 	return req
+}
+
+// classify records what kind of pod the request is about.
+func (req *request) classify(pod *corev1.Pod) {
+	switch {
+	case placement.IsDaemonPod(pod):
+		req.daemonPod = pod
+	case placement.IsBuiltinDaemonPod(pod):
+		req.builtinDaemon = true
+	}
 }
 
 // decodeArgsSlow decodes with encoding/json, for the rare input the fast
@@ -146,44 +159,65 @@ func decodeArgs(body []byte) (request, error) {
 		return request{}, errors.New("decode Pod: not a JSON object")
 	default:
 		req.hasPod = true
-		if mayBeDaemonPod(podRaw) {
+		if label, owner := podMarks(podRaw); label || owner {
 			pod := new(corev1.Pod)
 			if err := json.Unmarshal([]byte(podRaw), pod); err != nil {
 				req.release()
 				return request{}, fmt.Errorf("decode Pod: %w", err)
 			}
-			if placement.IsDaemonPod(pod) {
-				req.daemonPod = pod
-			}
+			req.classify(pod)
 		}
 	}
 	return req, nil
 }
 
-// mayBeDaemonPod reports whether a pod object, already checked for syntax,
-// may carry the daemon label: whether some metadata.labels key (matched as
-// encoding/json matches field names) is the label's. If not, no decoding
-// can make it a daemon pod; if so, the caller decodes it for real.
-func mayBeDaemonPod(raw string) bool {
-	found := false
+// podMarks tells, from a pod object already checked for syntax, whether
+// it may be one of the two kinds of pod the extender must read: whether
+// some metadata.labels key (matched as encoding/json matches field names)
+// is the daemon label, or some metadata.ownerReferences entry has kind
+// DaemonSet. If neither, no decoding can make it either kind; if one is,
+// the caller decodes the pod for real. On doubt (an escaped string, a
+// syntax the scan does not follow), it says yes.
+func podMarks(raw string) (daemonLabel, daemonSetOwner bool) {
 	sc := scanner{s: raw}
 	err := sc.object(func(key string) error {
 		if !strings.EqualFold(key, "metadata") || sc.peek() != '{' {
 			return sc.value()
 		}
 		return sc.object(func(key string) error {
-			if !strings.EqualFold(key, "labels") || sc.peek() != '{' {
+			switch {
+			case strings.EqualFold(key, "labels") && sc.peek() == '{':
+				return sc.object(func(key string) error {
+					if key == everynodev1alpha1.LabelDaemonPod {
+						daemonLabel = true
+					}
+					return sc.value()
+				})
+			case strings.EqualFold(key, "ownerReferences") && sc.peek() == '[':
+				return sc.array(func() error {
+					if sc.peek() != '{' {
+						return sc.value()
+					}
+					return sc.object(func(key string) error {
+						if !strings.EqualFold(key, "kind") {
+							return sc.value()
+						}
+						v, err := sc.span()
+						if v == `"DaemonSet"` || strings.Contains(v, `\`) {
+							daemonSetOwner = true
+						}
+						return err
+					})
+				})
+			default:
 				return sc.value()
 			}
-			return sc.object(func(key string) error {
-				if key == everynodev1alpha1.LabelDaemonPod {
-					found = true
-				}
-				return sc.value()
-			})
 		})
 	})
-	return found || err != nil // on doubt, decode
+	if err != nil {
+		return true, true
+	}
+	return daemonLabel, daemonSetOwner
 }
 
 // namesPool recycles NodeNames slices: at 5,000 names, growing a fresh

@@ -8,7 +8,8 @@
 // for the set and holds no other live pod of it (a surge pod of a rolling
 // update excepted). Every other pod of the cluster is kept off the nodes
 // where a set with spec.nodeReadinessGate should run but has no Ready pod
-// yet. That second path runs for every pod the scheduler places, so it reads
+// yet, except pods of built-in apps DaemonSets: node plumbing such as
+// kube-proxy may be what the gated daemon waits for. That second path runs for every pod the scheduler places, so it reads
 // a precomputed snapshot (gate.go) and costs one map lookup per node, or
 // nothing at all when no set is gated.
 //

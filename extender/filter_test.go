@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement"
@@ -236,7 +237,17 @@ func TestFilter(t *testing.T) {
 			names:      []string{},
 			wantPassed: []string{},
 		},
-		"other pod: apps/v1 daemon pods are ordinary pods": {
+		"apps/v1 daemon pod: no readiness gate holds it back": {
+			objs: append(nodes, cni),
+			pod: func() *corev1.Pod {
+				p := plainPod()
+				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "kube-proxy", Controller: ptr.To(true)}}
+				return p
+			}(),
+			names:      []string{"n0", "n1"},
+			wantPassed: []string{"n0", "n1"},
+		},
+		"other pod: owned, not controlled, by an apps/v1 DaemonSet is gated": {
 			objs: append(nodes, cni),
 			pod: func() *corev1.Pod {
 				p := plainPod()

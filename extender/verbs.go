@@ -44,9 +44,14 @@ func (e *Extender) filterRequest(req request) *extenderv1.ExtenderFilterResult {
 		out filterOutcome
 		err error
 	)
-	if req.daemonPod != nil {
+	switch {
+	case req.daemonPod != nil:
 		out, err = filterDaemonPod(req.daemonPod, names, e.cluster)
-	} else {
+	case req.builtinDaemon:
+		// Node plumbing (kube-proxy, CNI agents) may be what a gated daemon
+		// waits for to turn Ready: gating it could hold the node forever.
+		out = filterOutcome{passed: names}
+	default:
 		out = filterGated(names, e.gate.gated())
 	}
 	if err != nil {

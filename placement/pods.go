@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
@@ -14,6 +15,18 @@ import (
 // is a label lookup, so the extender's path for every other pod stays cheap.
 func IsDaemonPod(pod *corev1.Pod) bool {
 	return pod.Labels[everynodev1alpha1.LabelDaemonPod] == everynodev1alpha1.LabelDaemonPodValue
+}
+
+// IsBuiltinDaemonPod reports whether pod is controlled by a built-in
+// apps DaemonSet (kube-proxy, a CNI agent, ...): node plumbing other pods,
+// everynode's daemons among them, may need before they can work.
+func IsBuiltinDaemonPod(pod *corev1.Pod) bool {
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil || ref.Kind != "DaemonSet" {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == appsv1.GroupName
 }
 
 // PinToNode returns affinity with its required node affinity replaced by the

@@ -182,6 +182,33 @@ func TestPodsIsDaemonPod(t *testing.T) {
 	}
 }
 
+func TestPodsIsBuiltinDaemonPod(t *testing.T) {
+	ref := func(apiVersion, kind string, controller bool) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "x", UID: "u", Controller: &controller}}
+	}
+	tests := map[string]struct {
+		owners []metav1.OwnerReference
+		want   bool
+	}{
+		"no owner":                 {},
+		"apps/v1 DaemonSet":        {owners: ref("apps/v1", "DaemonSet", true), want: true},
+		"apps/v1beta2 DaemonSet":   {owners: ref("apps/v1beta2", "DaemonSet", true), want: true},
+		"extensions DaemonSet":     {owners: ref("extensions/v1beta1", "DaemonSet", true)},
+		"everynode DaemonSet":      {owners: ref("everynode.io/v1alpha1", "DaemonSet", true)},
+		"apps/v1 ReplicaSet":       {owners: ref("apps/v1", "ReplicaSet", true)},
+		"owner but not controller": {owners: ref("apps/v1", "DaemonSet", false)},
+		"malformed apiVersion":     {owners: ref("apps/v1/x", "DaemonSet", true)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: tc.owners}}
+			if got := placement.IsBuiltinDaemonPod(pod); got != tc.want {
+				t.Fatalf("IsBuiltinDaemonPod() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestPodsIsPodUpdated(t *testing.T) {
 	withHash := func(h string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{appsv1.DefaultDaemonSetUniqueLabelKey: h}}}

@@ -83,7 +83,9 @@ type DaemonSetSpec struct {
 	// NodeReadinessGate, when true, keeps other pods off a node until this
 	// daemon's pod is Ready there (enforced by the everynode scheduler
 	// extender). Use it for daemons other pods depend on, such as CNI or
-	// storage agents.
+	// storage agents. Daemon pods are never held back by it: everynode's go
+	// to their own node, and pods of built-in apps DaemonSets (kube-proxy, a
+	// CNI agent) may be what the gated daemon needs to turn Ready.
 	// +optional
 	NodeReadinessGate bool `json:"nodeReadinessGate,omitempty"`
 }
