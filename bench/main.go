@@ -22,6 +22,8 @@ type config struct {
 	kcmControllers                     string
 	kcmPIDFile, everynodePIDFile       string
 	everynodeMetrics, schedulerMetrics string
+	noExtenderMetrics                  string
+	schedPods                          int
 	clientCert, clientKey, auditLog    string
 	phaseTimeout                       time.Duration
 	dry                                bool
@@ -42,6 +44,8 @@ func main() {
 	flag.StringVar(&c.everynodePIDFile, "everynode-pid-file", "", "pid file of everynode")
 	flag.StringVar(&c.everynodeMetrics, "everynode-metrics", "http://127.0.0.1:28080/metrics", "everynode's /metrics")
 	flag.StringVar(&c.schedulerMetrics, "scheduler-metrics", "", "kube-scheduler's /metrics (https, client cert)")
+	flag.StringVar(&c.noExtenderMetrics, "no-extender-scheduler-metrics", "", "/metrics of a second kube-scheduler without extender, serving schedulerName no-extender (https); empty: no scheduler phase")
+	flag.IntVar(&c.schedPods, "sched-pods", 0, "plain pods per scheduler-phase run (0: as many as nodes)")
 	flag.StringVar(&c.clientCert, "client-cert", "", "client certificate for kube-scheduler's /metrics")
 	flag.StringVar(&c.clientKey, "client-key", "", "client key for kube-scheduler's /metrics")
 	flag.StringVar(&c.auditLog, "audit-log", "", "kube-apiserver audit log (requests per client)")
@@ -115,7 +119,15 @@ func run(ctx context.Context, c config) error {
 	b := &bench{c: c, cs: cs, w: w, t: t, m: m}
 	start := time.Now()
 	var runs []*runResult
+	var sched []*schedResult
 	for r := 1; r <= c.rounds; r++ {
+		if c.noExtenderMetrics != "" {
+			res, err := b.schedRound(ctx, r)
+			if err != nil {
+				return err
+			}
+			sched = append(sched, res...)
+		}
 		for _, s := range []system{upstream, everynode} {
 			res, err := b.runOnce(ctx, s, r)
 			if err != nil {
@@ -124,7 +136,7 @@ func run(ctx context.Context, c config) error {
 			runs = append(runs, res)
 		}
 	}
-	md, png, err := writeReport(c, runs, start)
+	md, png, err := writeReport(c, runs, sched, start)
 	if err != nil {
 		return err
 	}

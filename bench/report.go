@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // figure is one row of the table: how to read it off a run, and its target.
@@ -94,7 +96,7 @@ func bySystem(runs []*runResult, sys string, f figure) summary {
 }
 
 // writeReport writes <out>/<date>-<N>.md and .png and returns their paths.
-func writeReport(c config, runs []*runResult, start time.Time) (string, string, error) {
+func writeReport(c config, runs []*runResult, sched []*schedResult, start time.Time) (string, string, error) {
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return "", "", fmt.Errorf("making %s: %w", c.out, err)
 	}
@@ -126,6 +128,7 @@ func writeReport(c config, runs []*runResult, start time.Time) (string, string, 
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.name, f.unit, fmtSummary(a), fmtSummary(e), rs)
 	}
 	fmt.Fprintf(&b, "\n![pods available over time during the rollout](%s)\n", filepath.Base(png))
+	writeSchedTable(&b, sched)
 
 	b.WriteString("\n## Runs\n\n| run | rollout s | update maxUnavailable s | update maxSurge s | join p50 s | join p99 s | pods made | controller requests | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
@@ -166,6 +169,34 @@ func writeReport(c config, runs []*runResult, start time.Time) (string, string, 
 	return md, png, nil
 }
 
+// writeSchedTable reports the scheduler phase: plain pods through
+// kube-scheduler with the everynode extender and through one without.
+func writeSchedTable(b *strings.Builder, sched []*schedResult) {
+	if len(sched) == 0 {
+		return
+	}
+	get := func(name string, f func(*schedResult) float64) summary {
+		var xs []float64
+		for _, r := range sched {
+			if r.scheduler == name {
+				xs = append(xs, f(r))
+			}
+		}
+		return summarize(xs)
+	}
+	rate := func(r *schedResult) float64 { return r.podsPerSec }
+	sli := func(r *schedResult) float64 { return r.sliP99Milli }
+	fmt.Fprintf(b, "\n## Scheduler throughput with and without the extender\n\n%d plain pods created at once by the benchmark (QPS 1000, so the scheduler sets the pace), bound by kube-scheduler with the everynode extender (the path every non-daemon pod takes) and by a second kube-scheduler with the same defaults and no extender; order alternating by round.\n\n", sched[0].pods)
+	b.WriteString("| figure | unit | without extender | with extender | ratio |\n|---|---|---|---|---|\n")
+	for _, row := range []struct {
+		name, unit string
+		f          func(*schedResult) float64
+	}{{"pods bound per second", "pods/s", rate}, {"scheduling SLI p99", "ms", sli}} {
+		without, with := get(noExtenderName, row.f), get(corev1.DefaultSchedulerName, row.f)
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", row.name, row.unit, fmtSummary(without), fmtSummary(with), fmtNum(with.median/without.median))
+	}
+}
+
 func topN(m map[string]int, n int) string {
 	type kv struct {
 		k string
@@ -195,6 +226,6 @@ const methodNotes = `
 - Durations are seen through one pod watch by the benchmark (the same for both systems): rollout from the create call until every node has a Ready (minReadySeconds 0, so available) pod; rolling updates from the patch (image + strategy) until every node has an available pod of the new image and no old pod is left; node join from each Node's create call until it has an available pod (with 50 nodes, p99 is the slowest one).
 - Controller API requests: the kube-apiserver audit log (Metadata level; node leases and nodes/status left out), counted by user agent (kube-controller-manager/… or everynode/…), from the apply to the end of the node join, divided by the pods made in that run (rollout + 2 updates + join). apiserver_request_total has no client label; its delta (every client: scheduler, kwok, the benchmark's own watch) is given too.
 - CPU: utime+stime of the controller process (/proc/<pid>/stat) over the same span. Peak RSS: VmRSS polled every 250 ms during the run. everynode's figure includes its webhooks and extender (they are part of what it costs); kube-controller-manager runs only the controllers listed above (the garbage collector is off, so the benchmark deletes pods and ControllerRevisions itself between runs, and lifts kwok's initial not-ready taint itself).
-- Webhook, extender and scheduler figures are histogram deltas over the rollout only. The A runs are the "extender, non-daemon path" case (apps/v1 pods pass through everynode's extender too, as every pod of the cluster does); a run without any extender needs another scheduler config and is not part of this table.
+- Webhook, extender and scheduler figures are histogram deltas over the rollout only. The A runs are the "extender, non-daemon path" case (apps/v1 pods pass through everynode's extender too, as every pod of the cluster does); the scheduler throughput table above compares that path with no extender at all.
 - Everything shares one machine (control plane, kwok, both controllers and the benchmark), so absolute figures move with its load; the A/B alternation is what keeps the ratio fair.
 `

@@ -2,8 +2,10 @@
 # bench.sh: everynode against kube-controller-manager's DaemonSet controller,
 # on one local kwok cluster (CLUSTER_NAME=everynode-bench, its own state under
 # .e2e/everynode-bench, ports 28443/28080), alternating A (apps/v1) and B
-# (everynode.io/v1alpha1) ROUNDS times. The measuring is done by the Go
-# program in bench/ (see bench/README.md); this script only sets the stage.
+# (everynode.io/v1alpha1) ROUNDS times, plus a scheduler phase per round
+# through a second kube-scheduler without extender (port 28259). The measuring
+# is done by the Go program in bench/ (see bench/README.md); this script only
+# sets the stage.
 #
 # Env:
 #   NODES=1000        kwok nodes
@@ -102,7 +104,40 @@ up() {
   "$ROOT/e2e/hack/cluster.sh" start-everynode
 }
 
-down() { "$ROOT/e2e/hack/cluster.sh" down; }
+# A second kube-scheduler, without any extender, for the pods of
+# schedulerName no-extender: the benchmark's scheduler phase sends the same
+# plain pods through it and through the cluster's scheduler (with the
+# everynode extender) to compare throughput. Same defaults otherwise (client
+# QPS 50, burst 100). /metrics is open on loopback, as the benchmark reads it.
+NOEXT_PORT=28259
+NOEXT_PID="$STATE/no-extender-scheduler.pid"
+start_noext_scheduler() {
+  stop_noext_scheduler
+  cat >"$STATE/no-extender-scheduler.yaml" <<YAML
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $KUBECONFIG
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: no-extender
+YAML
+  kube-scheduler --config "$STATE/no-extender-scheduler.yaml" \
+    --secure-port "$NOEXT_PORT" --bind-address 127.0.0.1 \
+    --authentication-skip-lookup --authorization-always-allow-paths=/metrics,/healthz,/readyz \
+    >"$STATE/no-extender-scheduler.log" 2>&1 &
+  echo $! >"$NOEXT_PID"
+  wait_for "the no-extender kube-scheduler" 60 curl -fsSk "https://127.0.0.1:$NOEXT_PORT/healthz"
+}
+stop_noext_scheduler() {
+  if [[ -f "$NOEXT_PID" ]]; then
+    kill "$(cat "$NOEXT_PID")" 2>/dev/null || true
+    rm -f "$NOEXT_PID"
+  fi
+}
+
+down() { stop_noext_scheduler; "$ROOT/e2e/hack/cluster.sh" down; }
 
 if [[ "${REUSE_CLUSTER:-}" == 1 ]] && kubectl get --raw /readyz >/dev/null 2>&1; then
   say "reusing the running bench cluster"
@@ -111,7 +146,8 @@ if [[ "${REUSE_CLUSTER:-}" == 1 ]] && kubectl get --raw /readyz >/dev/null 2>&1;
 else
   up
 fi
-[[ "${KEEP_CLUSTER:-}" == 1 ]] || trap down EXIT
+if [[ "${KEEP_CLUSTER:-}" == 1 ]]; then trap stop_noext_scheduler EXIT; else trap down EXIT; fi
+start_noext_scheduler
 
 say "building the bench program"
 (cd "$ROOT/bench" && go build -o "$STATE/bench" .)
@@ -131,6 +167,7 @@ say "benchmark: $ROUNDS rounds of A (apps/v1) and B (everynode.io/v1alpha1) on $
   --everynode-pid-file "$EVERYNODE_PID" \
   --everynode-metrics "http://127.0.0.1:$EVERYNODE_HEALTH_PORT/metrics" \
   --scheduler-metrics "https://127.0.0.1:$sched_port/metrics" \
+  --no-extender-scheduler-metrics "https://127.0.0.1:$NOEXT_PORT/metrics" \
   --client-cert "$KWOK_CLUSTER/pki/admin.crt" --client-key "$KWOK_CLUSTER/pki/admin.key" \
   --audit-log "$audit_log" \
   --out "$ROOT/bench/results" ${BENCH_ARGS:-}

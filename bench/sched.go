@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+)
+
+// The scheduler phase: plain pods, created by the benchmark as fast as it
+// can (QPS 1000), so that the scheduler, not a controller's client limit,
+// sets the pace. Once through kube-scheduler with the everynode extender
+// (schedulerName default-scheduler: the non-daemon path every pod of the
+// cluster takes) and once through a second kube-scheduler without any
+// extender (schedulerName no-extender, started by bench.sh), same pods,
+// same cluster.
+const (
+	schedNamespace = "bench-sched"
+	noExtenderName = "no-extender"
+)
+
+// schedRound runs the scheduler phase once with and once without the
+// extender, the order alternating between rounds.
+func (b *bench) schedRound(ctx context.Context, round int) ([]*schedResult, error) {
+	n := b.c.schedPods
+	if n == 0 {
+		n = b.c.nodes
+	}
+	type side struct{ name, metrics string }
+	sides := []side{{corev1.DefaultSchedulerName, b.c.schedulerMetrics}, {noExtenderName, b.c.noExtenderMetrics}}
+	if round%2 == 0 {
+		sides[0], sides[1] = sides[1], sides[0]
+	}
+	var out []*schedResult
+	for _, s := range sides {
+		res, err := b.schedThroughput(ctx, s.name, s.metrics, n)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler phase, round %d: %w", round, err)
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// schedResult is one scheduler phase run.
+type schedResult struct {
+	scheduler   string
+	pods        int
+	seconds     float64 // first create to last bind
+	podsPerSec  float64 // pods / seconds
+	sliP99Milli float64 // scheduler_pod_scheduling_sli_duration_seconds p99, NaN if not scraped
+}
+
+// schedThroughput creates n pods for schedulerName and waits until all are
+// bound; sliURL is that scheduler's /metrics (may be empty).
+func (b *bench) schedThroughput(ctx context.Context, schedulerName, sliURL string, n int) (*schedResult, error) {
+	lbl := fmt.Sprintf("[scheduler %s]", schedulerName)
+	if err := b.cleanSchedPods(ctx); err != nil {
+		return nil, err
+	}
+	var before scrape
+	if sliURL != "" {
+		before, _ = get(ctx, b.m.sched, sliURL)
+	}
+
+	// Count binds through a watch, started before the first create.
+	w, err := b.cs.CoreV1().Pods(schedNamespace).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("watching %s: %w", schedNamespace, err)
+	}
+	defer w.Stop()
+
+	logf("%s %d pods", lbl, n)
+	start := time.Now()
+	var createErr atomic.Value
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range 32 {
+		wg.Go(func() {
+			for i := int(next.Add(1)); i <= n && ctx.Err() == nil; i = int(next.Add(1)) {
+				pod := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sched-%05d", i), Labels: map[string]string{"app": "sched-bench"}},
+					Spec: corev1.PodSpec{
+						SchedulerName:                 schedulerName,
+						Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
+						TerminationGracePeriodSeconds: ptr.To[int64](0),
+					},
+				}
+				if _, err := b.cs.CoreV1().Pods(schedNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+					createErr.Store(err)
+					return
+				}
+			}
+		})
+	}
+
+	bound := map[string]bool{}
+	var last time.Time
+	deadline := time.After(b.c.phaseTimeout)
+	lastLog := time.Now()
+	for len(bound) < n {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				wg.Wait()
+				return nil, fmt.Errorf("%s watch closed after %d of %d binds", lbl, len(bound), n)
+			}
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.Spec.NodeName != "" && !bound[p.Name] {
+				bound[p.Name] = true
+				last = time.Now()
+			}
+		case <-deadline:
+			wg.Wait()
+			return nil, fmt.Errorf("%s only %d of %d pods bound in %s", lbl, len(bound), n, b.c.phaseTimeout)
+		case <-ctx.Done():
+			wg.Wait()
+			return nil, ctx.Err()
+		}
+		if err, _ := createErr.Load().(error); err != nil {
+			wg.Wait()
+			return nil, fmt.Errorf("%s creating pods: %w", lbl, err)
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			logf("%s %d/%d bound (%.0fs)", lbl, len(bound), n, time.Since(start).Seconds())
+			lastLog = time.Now()
+		}
+	}
+	wg.Wait()
+	res := &schedResult{scheduler: schedulerName, pods: n, seconds: last.Sub(start).Seconds(), sliP99Milli: math.NaN()}
+	res.podsPerSec = float64(n) / res.seconds
+	if sliURL != "" {
+		if after, err := get(ctx, b.m.sched, sliURL); err == nil && before != nil {
+			name := "scheduler_pod_scheduling_sli_duration_seconds"
+			res.sliP99Milli = ms(after.histogram(name, nil).minus(before.histogram(name, nil)), 0.99)
+		}
+	}
+	logf("%s %d pods bound in %.1fs: %.1f pods/s, scheduling SLI p99 %.0f ms", lbl, n, res.seconds, res.podsPerSec, res.sliP99Milli)
+	return res, b.cleanSchedPods(ctx)
+}
+
+// cleanSchedPods deletes the phase's pods and waits until they are gone.
+func (b *bench) cleanSchedPods(ctx context.Context) error {
+	_, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: schedNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", schedNamespace, err)
+	}
+	_, err = b.cs.CoreV1().ServiceAccounts(schedNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating service account: %w", err)
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		if err := b.cs.CoreV1().Pods(schedNamespace).DeleteCollection(ctx,
+			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+			logf("cleanup: deleting scheduler-phase pods: %v (retrying)", err)
+		}
+		pods, err := b.cs.CoreV1().Pods(schedNamespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Everything().String()})
+		if err == nil && len(pods.Items) == 0 {
+			return nil
+		}
+		time.Sleep(2 * time.Second)
+	}
+	return fmt.Errorf("scheduler-phase pods still there after 10m")
+}
