@@ -149,6 +149,9 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	res.cpuSeconds = cpu1 - cpu0
 	res.rssMB = rss.peak() / (1 << 20)
 	res.podsMade = b.t.podsMade()
+	if extra := b.t.extraPods(); len(extra) > 0 {
+		logf("%s %d node/image pairs got more than one pod: %s", lbl, len(extra), topN(extra, 10))
+	}
 	res.apiserverReqs = after.apiserver.sum("apiserver_request_total", nil) - before.apiserver.sum("apiserver_request_total", nil)
 	res.apiserverByVerb = map[string]float64{}
 	a0 := before.apiserver.sumBy("apiserver_request_total", nil, "verb", "resource", "subresource")

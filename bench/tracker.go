@@ -24,12 +24,13 @@ type tracker struct {
 	pods map[string]*corev1.Pod // by UID
 	// firstAvailable: "node|image" -> time first seen available.
 	firstAvailable map[string]time.Time
-	// seen: every pod UID seen since the last reset (pods made).
-	seen map[string]bool
+	// seen: every pod UID seen since the last reset (pods made), with the
+	// "node|image" it was made for.
+	seen map[string]string
 }
 
 func newTracker() *tracker {
-	return &tracker{pods: map[string]*corev1.Pod{}, firstAvailable: map[string]time.Time{}, seen: map[string]bool{}}
+	return &tracker{pods: map[string]*corev1.Pod{}, firstAvailable: map[string]time.Time{}, seen: map[string]string{}}
 }
 
 // start runs a pod informer on the namespace and label selector and waits
@@ -71,7 +72,10 @@ func (t *tracker) observe(o any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pods[string(p.UID)] = p
-	t.seen[string(p.UID)] = true
+	if _, ok := t.seen[string(p.UID)]; !ok {
+		node, _ := placement.TargetNode(p)
+		t.seen[string(p.UID)] = node + "|" + image(p)
+	}
 	if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && placement.IsPodAvailable(p, 0, now) {
 		k := p.Spec.NodeName + "|" + image(p)
 		if _, ok := t.firstAvailable[k]; !ok {
@@ -91,7 +95,7 @@ func image(p *corev1.Pod) string {
 func (t *tracker) resetSeen() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.seen = map[string]bool{}
+	t.seen = map[string]string{}
 	t.firstAvailable = map[string]time.Time{}
 }
 
@@ -99,6 +103,24 @@ func (t *tracker) podsMade() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.seen)
+}
+
+// extraPods returns, for each "node|image" that got more than one pod since
+// the last reset, how many it got: a controller that made one pod per node
+// and revision leaves this empty.
+func (t *tracker) extraPods() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	count := map[string]int{}
+	for _, k := range t.seen {
+		count[k]++
+	}
+	for k, n := range count {
+		if n < 2 {
+			delete(count, k)
+		}
+	}
+	return count
 }
 
 // state counts, over the live (not terminating) pods: all of them, the nodes

@@ -57,13 +57,19 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return fmt.Errorf("construct revisions of DaemonSet %s: %w", key, err)
 	}
 	hash := cur.Labels[revision.HashLabel]
+	// Expectations first, pods second, as upstream: the informer indexes a
+	// pod before its handler marks the creation observed, so pods read after
+	// a satisfied check include every pod that satisfied it. Read the other
+	// way round, a creation observed in between would leave its pod out of
+	// the view and the sync would create a second pod on that node.
+	satisfied := c.expectations.satisfied(key)
 	pods, err := c.podsOfSet(ds)
 	if err != nil {
 		return err
 	}
 	v := buildView(ds, nodes, pods, hash, c.clock.Now())
 
-	if !c.expectations.satisfied(key) {
+	if !satisfied {
 		// Earlier creations or deletions are not in the cache yet: acting
 		// now could double them. Report what is known, without claiming the
 		// current generation was acted on.

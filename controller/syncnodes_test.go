@@ -336,3 +336,51 @@ func TestSyncSkips(t *testing.T) {
 		})
 	}
 }
+
+// racingIndexer runs deliver once, right after the next ByIndex read: an
+// informer event landing between the sync reading the pods and it checking
+// the expectations.
+type racingIndexer struct {
+	cache.Indexer
+	deliver func()
+}
+
+func (r *racingIndexer) ByIndex(indexName, indexedValue string) ([]interface{}, error) {
+	out, err := r.Indexer.ByIndex(indexName, indexedValue)
+	if d := r.deliver; d != nil {
+		r.deliver = nil
+		d()
+	}
+	return out, err
+}
+
+// TestCreationObservedMidSyncMakesNoDuplicate is the race that gave a
+// joining node two pods in the benchmark: the creation of a node's pod is
+// observed while a sync is under way. The sync must either see the pod or
+// not act; it must never act on a view without it.
+func TestCreationObservedMidSyncMakesNoDuplicate(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 2)
+	ds := newSet("agent")
+	hash := addSetWithRevision(f, ds)
+	f.add(newPod(ds, "node-0", hash))
+
+	f.mustSync(ds)
+	created := f.podCreates()
+	if len(created) != 1 || created[0].Annotations[everynodev1alpha1.AnnotationTargetNode] != "node-1" {
+		t.Fatalf("first sync created %d pods, want one for node-1", len(created))
+	}
+	// The pod is in the API server, not yet in the cache; it arrives while
+	// the next sync runs.
+	pod := created[0]
+	f.c.podIndexer = &racingIndexer{Indexer: f.c.podIndexer, deliver: func() {
+		if err := f.podInf.GetIndexer().Add(pod); err != nil {
+			t.Fatal(err)
+		}
+		f.c.addPod(klogDiscard, pod)
+	}}
+	f.mustSync(ds)
+	if got := f.createdNodes(); len(got) != 0 {
+		t.Errorf("sync created pods on %v while node-1's pod was being observed, want none", got)
+	}
+}
