@@ -8,10 +8,12 @@ import (
 // trimForCache drops what everynode never reads from objects before the
 // informers cache them, as kube-controller-manager does with managedFields.
 // At 5,000 nodes and as many daemon pods the managed fields alone are tens
-// of MiB; a real node's status.images list (every image it has pulled) is
-// often larger than the rest of the node. Nothing reads these from the
-// caches: eligibility, the extender and status need a node's name, labels,
-// taints and conditions, and a pod's spec, status and metadata.
+// of MiB, and a node's status is most of the node (a real node's
+// status.images lists every image it has pulled). Nothing reads these from
+// the caches: eligibility, node overrides, the extender and the set's
+// status need a node's name, labels, taints and conditions, and a pod's
+// spec, status and metadata. So a cached node keeps, of its status, only
+// the conditions.
 //
 // The informers hand the same objects to every part (controller, webhooks,
 // extender), so what is dropped here is dropped for all of them.
@@ -20,9 +22,7 @@ func trimForCache(obj any) (any, error) {
 		accessor.SetManagedFields(nil)
 	}
 	if node, ok := obj.(*corev1.Node); ok {
-		node.Status.Images = nil
-		node.Status.VolumesInUse = nil
-		node.Status.VolumesAttached = nil
+		node.Status = corev1.NodeStatus{Conditions: node.Status.Conditions}
 	}
 	return obj, nil
 }
