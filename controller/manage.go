@@ -129,8 +129,9 @@ func unavailableCount(ds *everynodev1alpha1.DaemonSet, desired int) (int, error)
 }
 
 // manage creates the missing pods and deletes the extra, failed and
-// misplaced ones over all nodes.
-func (c *Controller) manage(ctx context.Context, v *setView) error {
+// misplaced ones over all nodes. acted reports whether it sent any request:
+// v no longer shows the set's pods as they are then.
+func (c *Controller) manage(ctx context.Context, v *setView) (acted bool, err error) {
 	logger := klog.FromContext(ctx)
 	ds := v.ds
 	surge := allowsSurge(ds)
@@ -174,7 +175,7 @@ func (c *Controller) manage(ctx context.Context, v *setView) error {
 	if retryIn > 0 {
 		c.enqueueAfter(ds, retryIn)
 	}
-	return c.syncNodes(ctx, ds, toDelete, toCreate, v.hash)
+	return len(toDelete) > 0 || len(toCreate) > 0, c.syncNodes(ctx, ds, toDelete, toCreate, v.hash)
 }
 
 // failedPodBackoffKey keys the failed-pod backoff by set, spec generation

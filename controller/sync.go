@@ -78,7 +78,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return c.updateStatus(ctx, v, cur, old, false)
 	}
 
-	err = c.reconcile(ctx, v, key, old)
+	err = c.reconcile(ctx, v, old)
 	statusErr := c.updateStatus(ctx, v, cur, old, true)
 	if err != nil && statusErr != nil {
 		logger.Error(statusErr, "Failed to update status")
@@ -86,16 +86,22 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	return errors.Join(err, statusErr)
 }
 
-// reconcile runs the manage step, then (once its changes are observed) the
+// reconcile runs the manage step, then (if manage had nothing to do) the
 // rolling update, then the revision cleanup.
-func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.ObjectName, old []*appsv1.ControllerRevision) error {
-	if err := c.manage(ctx, v); err != nil {
+func (c *Controller) reconcile(ctx context.Context, v *setView, old []*appsv1.ControllerRevision) error {
+	acted, err := c.manage(ctx, v)
+	if err != nil {
 		return err
 	}
-	// The rolling update needs the cache to show what manage just did, as
-	// upstream; if manage acted, the next sync (on its events) rolls on.
+	// The rolling update must see what manage just did. Upstream re-reads
+	// the pods once the expectations are met; this sync's view is built
+	// once, so if manage acted, the next sync (on the events of what it did)
+	// rolls on. Checking the expectations alone is not enough: manage waits
+	// for its requests, and by then their events may have met them while v
+	// still shows the pods as before (the rolling update then deleted pods
+	// manage had just deleted).
 	// An empty strategy type counts as RollingUpdate, the webhook's default.
-	if c.expectations.satisfied(key) && v.ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
+	if !acted && v.ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
 		if err := c.rollingUpdate(ctx, v); err != nil {
 			return err
 		}

@@ -384,3 +384,41 @@ func TestCreationObservedMidSyncMakesNoDuplicate(t *testing.T) {
 		t.Errorf("sync created pods on %v while node-1's pod was being observed, want none", got)
 	}
 }
+
+// TestDeletionObservedDuringManageIsNotDeletedAgain is the race behind the
+// benchmark's second DELETEs (404) of old pods in surge updates: manage
+// deletes a node's old pod, the informer reports the deletion before manage
+// returns, so the expectations are met, and the rolling update, working on
+// the view from before manage, deleted the same pod again.
+func TestDeletionObservedDuringManageIsNotDeletedAgain(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 2)
+	ds := newSet("agent")
+	ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = intOrStr("0")
+	ds.Spec.UpdateStrategy.RollingUpdate.MaxSurge = intOrStr("1")
+	oldHash := addSetWithRevision(f, ds)
+	oldPod := newPod(ds, "node-0", oldHash)
+	f.add(oldPod, newPod(ds, "node-1", oldHash))
+	ds = f.changeTemplate(ds, "agent:2")
+	// node-0 has surged: its new pod is available, so its old one goes.
+	f.add(newPod(ds, "node-0", revisionHash(ds)))
+
+	// The informer delivers each deletion while the request is under way.
+	f.kube.PrependReactor("delete", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		name := action.(clienttesting.DeleteAction).GetName()
+		obj, exists, _ := f.podInf.GetIndexer().GetByKey(ns + "/" + name)
+		if exists {
+			_ = f.podInf.GetIndexer().Delete(obj)
+			f.c.deletePod(klogDiscard, obj)
+		}
+		return false, nil, nil
+	})
+	f.mustSync(ds)
+	deletes := map[string]int{}
+	for _, name := range f.podDeletes() {
+		deletes[name]++
+	}
+	if deletes[oldPod.Name] != 1 {
+		t.Errorf("old pod on node-0 deleted %d times in one sync, want once (all deletes: %v)", deletes[oldPod.Name], f.podDeletes())
+	}
+}
