@@ -12,7 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -72,12 +73,36 @@ func (b *bench) schedThroughput(ctx context.Context, schedulerName, sliURL strin
 		before, _ = get(ctx, b.m.sched, sliURL)
 	}
 
-	// Count binds through a watch, started before the first create.
-	w, err := b.cs.CoreV1().Pods(schedNamespace).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("watching %s: %w", schedNamespace, err)
+	// Count binds through an informer (it re-lists if the watch breaks),
+	// started before the first create.
+	var (
+		mu    sync.Mutex
+		bound = map[string]bool{}
+		last  time.Time
+	)
+	observe := func(o any) {
+		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			mu.Lock()
+			if !bound[p.Name] {
+				bound[p.Name] = true
+				last = time.Now()
+			}
+			mu.Unlock()
+		}
 	}
-	defer w.Stop()
+	infCtx, stopInformer := context.WithCancel(ctx)
+	defer stopInformer()
+	f := informers.NewSharedInformerFactoryWithOptions(b.cs, 0, informers.WithNamespace(schedNamespace))
+	inf := f.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: observe, UpdateFunc: func(_, o any) { observe(o) },
+	}); err != nil {
+		return nil, err
+	}
+	f.Start(infCtx.Done())
+	if !cache.WaitForCacheSync(infCtx.Done(), inf.HasSynced) {
+		return nil, fmt.Errorf("%s pod informer did not sync", lbl)
+	}
 
 	logf("%s %d pods", lbl, n)
 	start := time.Now()
@@ -103,42 +128,34 @@ func (b *bench) schedThroughput(ctx context.Context, schedulerName, sliURL strin
 		})
 	}
 
-	bound := map[string]bool{}
-	var last time.Time
-	deadline := time.After(b.c.phaseTimeout)
+	deadline := start.Add(b.c.phaseTimeout)
 	lastLog := time.Now()
-	for len(bound) < n {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				wg.Wait()
-				return nil, fmt.Errorf("%s watch closed after %d of %d binds", lbl, len(bound), n)
-			}
-			if ev.Type != watch.Added && ev.Type != watch.Modified {
-				continue
-			}
-			if p, ok := ev.Object.(*corev1.Pod); ok && p.Spec.NodeName != "" && !bound[p.Name] {
-				bound[p.Name] = true
-				last = time.Now()
-			}
-		case <-deadline:
-			wg.Wait()
-			return nil, fmt.Errorf("%s only %d of %d pods bound in %s", lbl, len(bound), n, b.c.phaseTimeout)
-		case <-ctx.Done():
-			wg.Wait()
-			return nil, ctx.Err()
+	for {
+		mu.Lock()
+		done := len(bound)
+		mu.Unlock()
+		if done >= n {
+			break
 		}
 		if err, _ := createErr.Load().(error); err != nil {
 			wg.Wait()
 			return nil, fmt.Errorf("%s creating pods: %w", lbl, err)
 		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			wg.Wait()
+			return nil, fmt.Errorf("%s only %d of %d pods bound in %s", lbl, done, n, b.c.phaseTimeout)
+		}
 		if time.Since(lastLog) >= 10*time.Second {
-			logf("%s %d/%d bound (%.0fs)", lbl, len(bound), n, time.Since(start).Seconds())
+			logf("%s %d/%d bound (%.0fs)", lbl, done, n, time.Since(start).Seconds())
 			lastLog = time.Now()
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	wg.Wait()
+	stopInformer()
+	mu.Lock()
 	res := &schedResult{scheduler: schedulerName, pods: n, seconds: last.Sub(start).Seconds(), sliP99Milli: math.NaN()}
+	mu.Unlock()
 	res.podsPerSec = float64(n) / res.seconds
 	if sliURL != "" {
 		if after, err := get(ctx, b.m.sched, sliURL); err == nil && before != nil {
