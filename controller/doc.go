@@ -14,13 +14,20 @@
 //   - Expectations track creations per node and deletions per pod, so a late
 //     or unrelated informer event can never be mistaken for one we wait on.
 //   - Rolling updates add partition, a canary node selector and pause.
+//   - Status writes that change only counts go out at most once a second
+//     per set (statuswrites.go); a new generation, revision or condition
+//     status at once. A sync right after a write works on the object that
+//     write returned, not on the older cached copy, so it neither repeats
+//     the write nor conflicts.
+//   - A sync builds its view once, after checking the expectations; the
+//     rolling update runs only in a sync whose manage step sent nothing.
 //
 // The files split by concern: controller.go (construction, Run, workers),
 // handlers.go, nodes.go and indexes.go (informer events and lookups),
 // sync.go (one set's sync), view.go (the per-sync snapshot), manage.go and
 // syncnodes.go (per-node create/delete, slow start), rollingupdate.go,
 // history.go (ControllerRevisions; the pure part is in package revision),
-// status.go and conditions.go, podcontrol.go, expectations.go, metrics.go,
+// status.go, statuswrites.go and conditions.go, podcontrol.go, expectations.go, metrics.go,
 // events.go. The decisions (planNode, planRollingUpdate, computeStatus) are
 // pure functions over the snapshot; the informer and API code around them
 // is thin.
