@@ -179,6 +179,9 @@ func (b *bench) cleanSchedPods(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if err := b.cs.CoreV1().Pods(schedNamespace).DeleteCollection(ctx,
 			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
 			logf("cleanup: deleting scheduler-phase pods: %v (retrying)", err)

@@ -155,6 +155,9 @@ func (w *workload) teardown(ctx context.Context, s system, t *tracker) error {
 	_ = w.dyn.Resource(crs).Namespace(benchNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		err := w.cs.CoreV1().Pods(benchNamespace).DeleteCollection(ctx,
 			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{LabelSelector: podSelector})
 		// At 5,000 pods the API server may time out or reset the collection
