@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,10 +28,13 @@ type tracker struct {
 	// seen: every pod UID seen since the last reset (pods made), with the
 	// "node|image" it was made for.
 	seen map[string]string
+	// goneAt: image -> when a pod of it last stopped being live (terminating
+	// or deleted), since the last reset.
+	goneAt map[string]time.Time
 }
 
 func newTracker() *tracker {
-	return &tracker{pods: map[string]*corev1.Pod{}, firstAvailable: map[string]time.Time{}, seen: map[string]string{}}
+	return &tracker{pods: map[string]*corev1.Pod{}, firstAvailable: map[string]time.Time{}, seen: map[string]string{}, goneAt: map[string]time.Time{}}
 }
 
 // start runs a pod informer on the namespace and label selector and waits
@@ -49,6 +53,7 @@ func (t *tracker) start(ctx context.Context, cs kubernetes.Interface, namespace,
 			if p, ok := o.(*corev1.Pod); ok {
 				t.mu.Lock()
 				delete(t.pods, string(p.UID))
+				t.markGone(p, time.Now())
 				t.mu.Unlock()
 			}
 		},
@@ -72,6 +77,9 @@ func (t *tracker) observe(o any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pods[string(p.UID)] = p
+	if p.DeletionTimestamp != nil {
+		t.markGone(p, now)
+	}
 	if _, ok := t.seen[string(p.UID)]; !ok {
 		node, _ := placement.TargetNode(p)
 		t.seen[string(p.UID)] = node + "|" + image(p)
@@ -82,6 +90,36 @@ func (t *tracker) observe(o any) {
 			t.firstAvailable[k] = now
 		}
 	}
+}
+
+// markGone records that a pod stopped being live; t.mu must be held.
+func (t *tracker) markGone(p *corev1.Pod, at time.Time) {
+	if _, ok := t.seen[string(p.UID)]; ok {
+		t.goneAt[image(p)] = at
+	}
+}
+
+// doneAt returns when the state wait found complete was reached, to the
+// precision of the watch events rather than of wait's polling: the last
+// node's first available pod of img and, for an update, the last pod of
+// another image going away.
+func (t *tracker) doneAt(img string, update bool) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var last time.Time
+	for k, at := range t.firstAvailable {
+		if strings.HasSuffix(k, "|"+img) && at.After(last) {
+			last = at
+		}
+	}
+	if update {
+		for i, at := range t.goneAt {
+			if i != img && at.After(last) {
+				last = at
+			}
+		}
+	}
+	return last
 }
 
 func image(p *corev1.Pod) string {
@@ -96,6 +134,7 @@ func (t *tracker) resetSeen() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.seen = map[string]string{}
+	t.goneAt = map[string]time.Time{}
 	t.firstAvailable = map[string]time.Time{}
 }
 
