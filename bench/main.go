@@ -120,6 +120,7 @@ func run(ctx context.Context, c config) error {
 	start := time.Now()
 	var runs []*runResult
 	var sched []*schedResult
+	var md, png string
 	for r := 1; r <= c.rounds; r++ {
 		if c.noExtenderMetrics != "" {
 			res, err := b.schedRound(ctx, r)
@@ -135,10 +136,14 @@ func run(ctx context.Context, c config) error {
 			}
 			runs = append(runs, res)
 		}
-	}
-	md, png, err := writeReport(c, runs, sched, start)
-	if err != nil {
-		return err
+		// After every round, so a long run cut short keeps what it measured
+		// (the header says how many rounds the table holds).
+		done := c
+		done.rounds = r
+		if md, png, err = writeReport(done, runs, sched, start); err != nil {
+			return err
+		}
+		logf("round %d of %d written to %s", r, c.rounds, md)
 	}
 	logf("done in %s: %s, %s", time.Since(start).Round(time.Second), md, png)
 	return nil
