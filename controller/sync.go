@@ -78,7 +78,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return c.updateStatus(ctx, v, cur, old, false)
 	}
 
-	err = c.reconcile(ctx, v, old)
+	err = c.reconcile(ctx, v, key, nodes, old)
 	statusErr := c.updateStatus(ctx, v, cur, old, true)
 	if err != nil && statusErr != nil {
 		logger.Error(statusErr, "Failed to update status")
@@ -86,22 +86,30 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	return errors.Join(err, statusErr)
 }
 
-// reconcile runs the manage step, then (if manage had nothing to do) the
-// rolling update, then the revision cleanup.
-func (c *Controller) reconcile(ctx context.Context, v *setView, old []*appsv1.ControllerRevision) error {
+// reconcile runs the manage step, then the rolling update, then the
+// revision cleanup.
+func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.ObjectName, nodes []*corev1.Node, old []*appsv1.ControllerRevision) error {
 	acted, err := c.manage(ctx, v)
 	if err != nil {
 		return err
 	}
-	// The rolling update must see what manage just did. Upstream re-reads
-	// the pods once the expectations are met; this sync's view is built
-	// once, so if manage acted, the next sync (on the events of what it did)
-	// rolls on. Checking the expectations alone is not enough: manage waits
-	// for its requests, and by then their events may have met them while v
-	// still shows the pods as before (the rolling update then deleted pods
-	// manage had just deleted).
+	// The rolling update must see what manage just did, as upstream: it goes
+	// on only once the cache shows manage's changes, and then on pods read
+	// afresh (v still shows them as before manage, and the rolling update
+	// would delete again the old pods manage just deleted). If the events
+	// have not come yet, they trigger the next sync, which rolls on.
 	// An empty strategy type counts as RollingUpdate, the webhook's default.
-	if !acted && v.ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
+	roll := v.ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType
+	if roll && acted {
+		if roll = c.expectations.satisfied(key); roll {
+			pods, err := c.podsOfSet(v.ds)
+			if err != nil {
+				return err
+			}
+			v = buildView(v.ds, nodes, pods, v.hash, c.clock.Now())
+		}
+	}
+	if roll {
 		if err := c.rollingUpdate(ctx, v); err != nil {
 			return err
 		}

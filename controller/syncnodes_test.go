@@ -389,7 +389,8 @@ func TestCreationObservedMidSyncMakesNoDuplicate(t *testing.T) {
 // benchmark's second DELETEs (404) of old pods in surge updates: manage
 // deletes a node's old pod, the informer reports the deletion before manage
 // returns, so the expectations are met, and the rolling update, working on
-// the view from before manage, deleted the same pod again.
+// the view from before manage, deleted the same pod again. It must work on
+// the pods as they are after manage.
 func TestDeletionObservedDuringManageIsNotDeletedAgain(t *testing.T) {
 	f := newFixture(t)
 	addNodes(f, 2)
@@ -420,5 +421,11 @@ func TestDeletionObservedDuringManageIsNotDeletedAgain(t *testing.T) {
 	}
 	if deletes[oldPod.Name] != 1 {
 		t.Errorf("old pod on node-0 deleted %d times in one sync, want once (all deletes: %v)", deletes[oldPod.Name], f.podDeletes())
+	}
+	// With manage's deletion observed, the rolling update goes on in the
+	// same sync, on fresh pods, as upstream's: node-1 surges. (Leaving it to
+	// a later sync starved surge updates while every sync had a deletion.)
+	if got := f.createdNodes(); !reflect.DeepEqual(got, []string{"node-1"}) {
+		t.Errorf("surge pods created on %v, want [node-1]", got)
 	}
 }
