@@ -19,8 +19,9 @@
 //     status at once. A sync right after a write works on the object that
 //     write returned, not on the older cached copy, so it neither repeats
 //     the write nor conflicts.
-//   - A sync builds its view once, after checking the expectations; the
-//     rolling update runs only in a sync whose manage step sent nothing.
+//   - A sync reads the pods only after checking the expectations, and the
+//     rolling update after manage works on pods read afresh, never on the
+//     view from before manage's requests.
 //
 // The files split by concern: controller.go (construction, Run, workers),
 // handlers.go, nodes.go and indexes.go (informer events and lookups),
