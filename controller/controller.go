@@ -120,6 +120,7 @@ type Controller struct {
 	podControl    PodControl
 	expectations  *expectations
 	statusWrites  *statusWrites
+	slowStart     *slowStart
 	failedBackoff *flowcontrol.Backoff
 	clock         clock.WithTicker
 	burstReplicas int
@@ -166,6 +167,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		),
 		expectations: newExpectations(clk),
 		statusWrites: newStatusWrites(),
+		slowStart:    newSlowStart(),
 		// "Fake" only means "with this clock": the real one in production.
 		failedBackoff: flowcontrol.NewFakeBackOff(failedPodBackoffInitial, failedPodBackoffMax, clk),
 		clock:         clk,

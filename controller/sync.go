@@ -32,6 +32,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		logger.V(3).Info("DaemonSet is gone")
 		c.expectations.forget(key)
 		c.statusWrites.forget(key)
+		c.slowStart.reset(key)
 		return nil
 	}
 	if err != nil {

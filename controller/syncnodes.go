@@ -66,8 +66,8 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 	if len(nodesToCreate) > 0 {
 		logger.V(4).Info("Creating daemon pods", "daemonset", klog.KObj(ds), "count", len(nodesToCreate))
 	}
-	pos := 0
-	for _, size := range slowStartBatches(len(nodesToCreate), slowStartInitialBatchSize) {
+	pos, largest := 0, 0
+	for _, size := range slowStartBatches(len(nodesToCreate), c.slowStart.initial(key)) {
 		failedBefore := len(errs)
 		var wg sync.WaitGroup
 		for _, node := range nodesToCreate[pos : pos+size] {
@@ -90,6 +90,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 		wg.Wait()
 		pos += size
 		if len(errs) > failedBefore {
+			c.slowStart.reset(key)
 			if skipped := nodesToCreate[pos:]; len(skipped) > 0 {
 				logger.V(2).Info("Slow-start failure: skipping the remaining creations", "daemonset", klog.KObj(ds), "skipped", len(skipped))
 				for _, node := range skipped {
@@ -98,6 +99,10 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 			}
 			break
 		}
+		largest = max(largest, size)
+	}
+	if largest > 0 && pos == len(nodesToCreate) && len(errs) == 0 {
+		c.slowStart.succeeded(key, min(largest, c.burstReplicas))
 	}
 
 	if len(podsToDelete) > 0 {

@@ -429,3 +429,37 @@ func TestDeletionObservedDuringManageIsNotDeletedAgain(t *testing.T) {
 		t.Errorf("surge pods created on %v, want [node-1]", got)
 	}
 }
+
+// TestSlowStartRemembersSuccess checks that a set whose creates have been
+// succeeding starts its next creates at the largest batch that succeeded,
+// and that one failure sends it back to batches of one.
+func TestSlowStartRemembersSuccess(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 3)
+	ds := newSet("agent")
+	addSetWithRevision(f, ds)
+	f.mustSync(ds) // batches 1, 2: all succeed
+	f.syncCaches()
+	if got := f.c.slowStart.initial(cache.MetaObjectToName(ds)); got != 2 {
+		t.Fatalf("initial batch after creating 3 pods = %d, want 2", got)
+	}
+
+	// Ten nodes join and every create fails: the first batch is the
+	// remembered 2, not 1, and nothing after it is sent.
+	for i := 3; i < 13; i++ {
+		f.add(newNode(fmt.Sprintf("node-%d", i), nil))
+	}
+	attempts := failCreatesAfter(f, 0)
+	if err := f.sync(ds); err == nil {
+		t.Fatal("sync with failing creates returned no error")
+	}
+	if got := attempts.Load(); got != 2 {
+		t.Errorf("create attempts = %d, want 2 (one remembered batch)", got)
+	}
+	// Back to one after the failure.
+	attempts.Store(0)
+	_ = f.sync(ds)
+	if got := attempts.Load(); got != 1 {
+		t.Errorf("create attempts after a failure = %d, want 1", got)
+	}
+}
