@@ -9,9 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -169,13 +167,8 @@ func (b *bench) schedThroughput(ctx context.Context, schedulerName, sliURL strin
 
 // cleanSchedPods deletes the phase's pods and waits until they are gone.
 func (b *bench) cleanSchedPods(ctx context.Context) error {
-	_, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: schedNamespace}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", schedNamespace, err)
-	}
-	_, err = b.cs.CoreV1().ServiceAccounts(schedNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating service account: %w", err)
+	if err := ensureNamespace(ctx, b.cs, schedNamespace); err != nil {
+		return err
 	}
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -186,7 +179,7 @@ func (b *bench) cleanSchedPods(ctx context.Context) error {
 			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
 			logf("cleanup: deleting scheduler-phase pods: %v (retrying)", err)
 		}
-		pods, err := b.cs.CoreV1().Pods(schedNamespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Everything().String()})
+		pods, err := b.cs.CoreV1().Pods(schedNamespace).List(ctx, metav1.ListOptions{})
 		if err == nil && len(pods.Items) == 0 {
 			return nil
 		}

@@ -60,17 +60,22 @@ func loadWorkload(path string, dyn dynamic.Interface, cs kubernetes.Interface) (
 	return &workload{dyn: dyn, cs: cs, manifest: m}, nil
 }
 
-// prepare makes the namespace and its default ServiceAccount: the
-// ServiceAccount admission plugin needs it, and kube-controller-manager runs
-// without its serviceaccount controller here.
+// prepare makes the namespace and its default ServiceAccount.
 func (w *workload) prepare(ctx context.Context) error {
-	_, err := w.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}, metav1.CreateOptions{})
+	return ensureNamespace(ctx, w.cs, benchNamespace)
+}
+
+// ensureNamespace makes a namespace and its default ServiceAccount if
+// missing: the ServiceAccount admission plugin needs it, and
+// kube-controller-manager runs without its serviceaccount controller here.
+func ensureNamespace(ctx context.Context, cs kubernetes.Interface, name string) error {
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace: %w", err)
+		return fmt.Errorf("creating namespace %s: %w", name, err)
 	}
-	_, err = w.cs.CoreV1().ServiceAccounts(benchNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	_, err = cs.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating service account: %w", err)
+		return fmt.Errorf("creating service account in %s: %w", name, err)
 	}
 	return nil
 }
