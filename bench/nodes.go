@@ -39,14 +39,16 @@ func untaintNodes(ctx context.Context, cs kubernetes.Interface) (int, error) {
 
 // joinNodes creates n kwok nodes at once, shaped like an existing one
 // (labels, capacity), untainted and already Ready; kwok (run with
-// --manage-all-nodes) keeps them so. It returns each node's creation time.
-func joinNodes(ctx context.Context, cs kubernetes.Interface, prefix string, n int) (map[string]time.Time, error) {
+// --manage-all-nodes) keeps them so. It returns, per node, when its create
+// call was made and when the untaint patch returned (no daemon pod can be
+// placed before that, in either system).
+func joinNodes(ctx context.Context, cs kubernetes.Interface, prefix string, n int) (map[string]nodeTimes, error) {
 	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil || len(list.Items) == 0 {
 		return nil, fmt.Errorf("need a node to copy: %v", err)
 	}
 	tmpl := list.Items[0]
-	created := map[string]time.Time{}
+	created := map[string]nodeTimes{}
 	var mu sync.Mutex
 	err = parallel(ctx, n, n, func(i int) error {
 		name := fmt.Sprintf("%s-%03d", prefix, i)
@@ -73,13 +75,17 @@ func joinNodes(ctx context.Context, cs kubernetes.Interface, prefix string, n in
 		if _, err := cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"taints":null}}`), metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("untainting node %s: %w", name, err)
 		}
+		untainted := time.Now()
 		mu.Lock()
-		created[name] = at
+		created[name] = nodeTimes{created: at, untainted: untainted}
 		mu.Unlock()
 		return nil
 	})
 	return created, err
 }
+
+// nodeTimes is when a joining node was created and when its taint was lifted.
+type nodeTimes struct{ created, untainted time.Time }
 
 // deleteJoinedNodes removes the nodes joinNodes made, so the next run starts
 // with N nodes again.

@@ -128,6 +128,7 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.name, f.unit, fmtSummary(a), fmtSummary(e), rs)
 	}
 	fmt.Fprintf(&b, "\n![pods available over time during the rollout](%s)\n", filepath.Base(png))
+	writeJoinTable(&b, runs)
 	writeSchedTable(&b, sched)
 
 	b.WriteString("\n## Runs\n\n| run | rollout s | update maxUnavailable s | update maxSurge s | join p50 s | join p99 s | pods made | controller requests | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|\n")

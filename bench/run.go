@@ -35,6 +35,8 @@ type runResult struct {
 
 	rollout, updateMaxUnavailable, updateMaxSurge float64
 	joinP50, joinP99                              float64
+	// joinStages[i]: stage i of joinStageNames, in seconds, one per joined node.
+	joinStages [len(joinStageNames)][]float64
 	series                                        []point
 
 	podsMade          int
@@ -132,7 +134,11 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	}
 	var lat []time.Duration
 	for n, at := range b.t.availableTimes(image3, joined) {
-		lat = append(lat, at.Sub(created[n]))
+		lat = append(lat, at.Sub(created[n].created))
+	}
+	res.joinStages = joinStages(created, b.t.joinTimes(image3, joined))
+	if slow, ok := slowestJoin(created, b.t.joinTimes(image3, joined)); ok {
+		logf("%s slowest join %s", lbl, slow)
 	}
 	res.joinP50, res.joinP99 = math.NaN(), math.NaN()
 	if len(lat) == len(joined) {

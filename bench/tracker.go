@@ -25,6 +25,11 @@ type tracker struct {
 	pods map[string]*corev1.Pod // by UID
 	// firstAvailable: "node|image" -> time first seen available.
 	firstAvailable map[string]time.Time
+	// firstSeen and firstBound: "node|image" -> when a pod for that node
+	// (by its pinning) was first seen, and first seen bound to a node: with
+	// firstAvailable they split a node join into controller, scheduler and
+	// kubelet (kwok) time.
+	firstSeen, firstBound map[string]time.Time
 	// seen: every pod UID seen since the last reset (pods made), with the
 	// "node|image" it was made for.
 	seen map[string]string
@@ -34,7 +39,9 @@ type tracker struct {
 }
 
 func newTracker() *tracker {
-	return &tracker{pods: map[string]*corev1.Pod{}, firstAvailable: map[string]time.Time{}, seen: map[string]string{}, goneAt: map[string]time.Time{}}
+	t := &tracker{pods: map[string]*corev1.Pod{}}
+	t.resetSeen()
+	return t
 }
 
 // start runs a pod informer on the namespace and label selector and waits
@@ -80,9 +87,17 @@ func (t *tracker) observe(o any) {
 	if p.DeletionTimestamp != nil {
 		t.markGone(p, now)
 	}
-	if _, ok := t.seen[string(p.UID)]; !ok {
+	key, ok := t.seen[string(p.UID)]
+	if !ok {
 		node, _ := placement.TargetNode(p)
-		t.seen[string(p.UID)] = node + "|" + image(p)
+		key = node + "|" + image(p)
+		t.seen[string(p.UID)] = key
+	}
+	if _, ok := t.firstSeen[key]; !ok {
+		t.firstSeen[key] = now
+	}
+	if _, ok := t.firstBound[key]; !ok && p.Spec.NodeName != "" {
+		t.firstBound[key] = now
 	}
 	if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && placement.IsPodAvailable(p, 0, now) {
 		k := p.Spec.NodeName + "|" + image(p)
@@ -136,6 +151,8 @@ func (t *tracker) resetSeen() {
 	t.seen = map[string]string{}
 	t.goneAt = map[string]time.Time{}
 	t.firstAvailable = map[string]time.Time{}
+	t.firstSeen = map[string]time.Time{}
+	t.firstBound = map[string]time.Time{}
 }
 
 func (t *tracker) podsMade() int {
@@ -196,16 +213,39 @@ func (t *tracker) state(img string) state {
 func (t *tracker) availableTimes(img string, nodes map[string]bool) map[string]time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := map[string]time.Time{}
-	for k, at := range t.firstAvailable {
-		var n, i string
-		for j := len(k) - 1; j >= 0; j-- {
-			if k[j] == '|' {
-				n, i = k[:j], k[j+1:]
-				break
-			}
+	return byNode(t.firstAvailable, img, nodes)
+}
+
+// podTimes is when a node's pod of one image was first seen, first seen
+// bound, and first seen available.
+type podTimes struct{ seen, bound, available time.Time }
+
+// joinTimes returns podTimes for the nodes given that have all three.
+func (t *tracker) joinTimes(img string, nodes map[string]bool) map[string]podTimes {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen, bound := byNode(t.firstSeen, img, nodes), byNode(t.firstBound, img, nodes)
+	out := map[string]podTimes{}
+	for n, av := range byNode(t.firstAvailable, img, nodes) {
+		s, ok1 := seen[n]
+		b, ok2 := bound[n]
+		if ok1 && ok2 {
+			out[n] = podTimes{seen: s, bound: b, available: av}
 		}
-		if i == img && (nodes == nil || nodes[n]) {
+	}
+	return out
+}
+
+// byNode picks, from a "node|image" map, the entries of img for the nodes
+// given (all when nil), keyed by node.
+func byNode(m map[string]time.Time, img string, nodes map[string]bool) map[string]time.Time {
+	out := map[string]time.Time{}
+	for k, at := range m {
+		i := strings.LastIndexByte(k, '|')
+		if i < 0 {
+			continue
+		}
+		if n := k[:i]; k[i+1:] == img && (nodes == nil || nodes[n]) {
 			out[n] = at
 		}
 	}
