@@ -102,6 +102,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	}
 
 	// 2. Rolling updates.
+	b.settle(ctx, lbl)
 	logf("%s rolling update, maxUnavailable 10%%", lbl)
 	t1 := time.Now()
 	if err := b.w.rollingUpdate(ctx, s, image2, "10%", "0"); err != nil {
@@ -109,6 +110,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 		return nil, err
 	}
 	res.updateMaxUnavailable = b.wait(ctx, lbl+" update maxUnavailable=10%", t1, image2, true)
+	b.settle(ctx, lbl)
 	logf("%s rolling update, maxSurge 10%%", lbl)
 	t2 := time.Now()
 	if err := b.w.rollingUpdate(ctx, s, image3, "0", "10%"); err != nil {
@@ -118,6 +120,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	res.updateMaxSurge = b.wait(ctx, lbl+" update maxSurge=10%", t2, image3, true)
 
 	// 3. Node join.
+	b.settle(ctx, lbl)
 	logf("%s %d nodes join", lbl, b.c.join)
 	created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s", round, s.name), b.c.join)
 	if err != nil {
@@ -215,6 +218,27 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 // for an update, no pod of another image is left and there is one pod per
 // node), printing progress every 10 s. It returns the seconds since start, or
 // NaN on timeout.
+// settle waits until no pod of the set is still terminating, so a phase
+// starts on a quiet cluster. An update is done when its last old pod is
+// deleted, but kwok, which plays the kubelets, removes the deleted pods
+// afterwards (hundreds at 1,000 nodes, more when the machine is busy), and
+// a phase started meanwhile competes with that backlog for kwok's client
+// rate limit: a node join right after an update was measured waiting up to
+// 2 s for kwok to pick up the new node, and by how much depended on the
+// run, not on the controller.
+func (b *bench) settle(ctx context.Context, lbl string) {
+	start := time.Now()
+	deadline := start.Add(b.c.phaseTimeout)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if b.t.state("").terminating == 0 {
+			logf("%s settled in %.1fs", lbl, time.Since(start).Seconds())
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	logf("%s warning: %d pods still terminating after %s", lbl, b.t.state("").terminating, b.c.phaseTimeout)
+}
+
 func (b *bench) wait(ctx context.Context, what string, start time.Time, img string, update bool) float64 {
 	deadline := start.Add(b.c.phaseTimeout)
 	lastLog := time.Now()

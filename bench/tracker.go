@@ -180,9 +180,10 @@ func (t *tracker) extraPods() map[string]int {
 }
 
 // state counts, over the live (not terminating) pods: all of them, the nodes
-// with an available pod of img, and the pods of another image.
+// with an available pod of img, and the pods of another image; and the
+// pods still terminating (deleted, not yet gone from the API).
 type state struct {
-	live, availableNodes, old int
+	live, availableNodes, old, terminating int
 }
 
 func (t *tracker) state(img string) state {
@@ -192,7 +193,11 @@ func (t *tracker) state(img string) state {
 	var s state
 	nodes := map[string]bool{}
 	for _, p := range t.pods {
-		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.DeletionTimestamp != nil {
+			s.terminating++
+			continue
+		}
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		s.live++
