@@ -110,23 +110,19 @@ func (c *Controller) candidateSets(node *corev1.Node) ([]*everynodev1alpha1.Daem
 }
 
 // podsOfSet returns the pods that belong to ds: the daemon-pod label and a
-// controller reference to this very set (same UID), from the index. A pod
-// of an earlier set of the same name, or a hand-made pod, is not one.
+// controller reference to this very set (same UID), from the index, which
+// checks both. A pod of an earlier set of the same name, or a hand-made
+// pod, is not one.
 func (c *Controller) podsOfSet(ds *everynodev1alpha1.DaemonSet) ([]*corev1.Pod, error) {
-	objs, err := c.podIndexer.ByIndex(index.DaemonPodsBySet, index.SetKey(ds.Namespace, ds.Name))
+	objs, err := c.podIndexer.ByIndex(index.DaemonPodsBySetUID, string(ds.UID))
 	if err != nil {
 		return nil, fmt.Errorf("list pods of %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, obj := range objs {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok {
-			continue
+		if pod, ok := obj.(*corev1.Pod); ok {
+			pods = append(pods, pod)
 		}
-		if ref := placement.ControllerRef(pod); ref == nil || ref.UID != ds.UID {
-			continue
-		}
-		pods = append(pods, pod)
 	}
 	return pods, nil
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/placement"
 )
 
 // nodePlan is what the manage step wants done on one node.
@@ -45,14 +44,15 @@ func planNode(st *nodeState, hash string, surge bool, minReadySeconds int32, now
 	case d.ShouldRun && !exists:
 		p.create = true
 	case d.ShouldContinueRunning:
-		var running []*corev1.Pod
-		for _, pod := range st.pods {
+		var running []*daemonPod
+		for i := range st.pods {
+			pod := &st.pods[i]
 			switch {
 			case pod.DeletionTimestamp != nil:
 			case pod.Status.Phase == corev1.PodFailed:
-				p.failed = append(p.failed, pod)
+				p.failed = append(p.failed, pod.Pod)
 			case pod.Status.Phase == corev1.PodSucceeded:
-				p.succeeded = append(p.succeeded, pod)
+				p.succeeded = append(p.succeeded, pod.Pod)
 			default:
 				running = append(running, pod)
 			}
@@ -60,7 +60,9 @@ func planNode(st *nodeState, hash string, surge bool, minReadySeconds int32, now
 		if !surge {
 			// st.pods is oldest first, so running is too.
 			if len(running) > 1 {
-				p.delete = append(p.delete, running[1:]...)
+				for _, pod := range running[1:] {
+					p.delete = append(p.delete, pod.Pod)
+				}
 			}
 			break
 		}
@@ -70,9 +72,9 @@ func planNode(st *nodeState, hash string, surge bool, minReadySeconds int32, now
 			}
 			break
 		}
-		var oldestNew, oldestOld *corev1.Pod
+		var oldestNew, oldestOld *daemonPod
 		for _, pod := range running {
-			if placement.IsPodUpdated(pod, hash) {
+			if pod.updated(hash) {
 				if oldestNew == nil {
 					oldestNew = pod
 					continue
@@ -81,20 +83,20 @@ func planNode(st *nodeState, hash string, surge bool, minReadySeconds int32, now
 				oldestOld = pod
 				continue
 			}
-			p.delete = append(p.delete, pod)
+			p.delete = append(p.delete, pod.Pod)
 		}
 		if oldestNew != nil && oldestOld != nil {
 			switch {
-			case !placement.IsPodReady(oldestOld):
-				p.delete = append(p.delete, oldestOld)
-			case placement.IsPodAvailable(oldestNew, minReadySeconds, now):
-				p.delete = append(p.delete, oldestOld)
+			case !oldestOld.ready():
+				p.delete = append(p.delete, oldestOld.Pod)
+			case oldestNew.available(minReadySeconds, now):
+				p.delete = append(p.delete, oldestOld.Pod)
 			}
 		}
 	case exists:
-		for _, pod := range st.pods {
-			if pod.DeletionTimestamp == nil {
-				p.delete = append(p.delete, pod)
+		for i := range st.pods {
+			if st.pods[i].DeletionTimestamp == nil {
+				p.delete = append(p.delete, st.pods[i].Pod)
 			}
 		}
 	}

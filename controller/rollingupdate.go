@@ -11,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
-
-	"everynode.io/everynode/placement"
 )
 
 // hold says why the rolling update leaves a node's old pod alone.
@@ -164,8 +162,8 @@ func sortedPods(in []nodePod, n int) []*corev1.Pod {
 // nodes (at once where the old one is unavailable); the old pod is deleted
 // when the new one is available.
 func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUnavailable int) (toDelete []*corev1.Pod, toCreate []string) {
-	available := func(pod *corev1.Pod) bool {
-		return placement.IsPodAvailable(pod, v.ds.Spec.MinReadySeconds, v.now)
+	available := func(pod *daemonPod) bool {
+		return pod.available(v.ds.Spec.MinReadySeconds, v.now)
 	}
 	if maxSurge == 0 {
 		numUnavailable := 0
@@ -196,10 +194,10 @@ func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUna
 					continue
 				}
 				if !oldAvailable {
-					toDelete = append(toDelete, oldPod)
+					toDelete = append(toDelete, oldPod.Pod)
 					continue
 				}
-				candidates = append(candidates, nodePod{st.name, oldPod})
+				candidates = append(candidates, nodePod{st.name, oldPod.Pod})
 			}
 		}
 		remaining := min(max(maxUnavailable-numUnavailable, 0), len(candidates))
@@ -237,11 +235,11 @@ func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUna
 			}
 			switch {
 			case !available(oldPod) && !st.decision.ShouldRun:
-				toDelete = append(toDelete, oldPod)
+				toDelete = append(toDelete, oldPod.Pod)
 			case !available(oldPod):
 				toCreate = append(toCreate, st.name)
 			case !st.decision.ShouldRun:
-				shouldNotRun = append(shouldNotRun, nodePod{st.name, oldPod})
+				shouldNotRun = append(shouldNotRun, nodePod{st.name, oldPod.Pod})
 			default:
 				candidates = append(candidates, st.name)
 			}
@@ -252,7 +250,7 @@ func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUna
 				numSurge++
 				continue
 			}
-			toDelete = append(toDelete, oldPod)
+			toDelete = append(toDelete, oldPod.Pod)
 		}
 	}
 	// With surge the owner expects full availability: a node that no longer

@@ -76,12 +76,12 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 			continue
 		}
 		st.CurrentNumberScheduled++
-		pod := ns.pods[0]
-		ready := placement.IsPodReady(pod)
+		pod := &ns.pods[0]
+		ready := pod.ready()
 		available := false
 		if ready {
 			st.NumberReady++
-			if placement.IsPodAvailable(pod, minReady, v.now) {
+			if pod.available(minReady, v.now) {
 				available = true
 				st.NumberAvailable++
 			}
@@ -89,21 +89,21 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 		if minReady > 0 {
 			// Any pod of the node turning available matters, not only the
 			// oldest: a surge pod's availability frees its old pod.
-			for _, p := range ns.pods {
-				if at, ok := placement.AvailableAt(p, minReady); ok && at.After(v.now) && (nextAvailable.IsZero() || at.Before(nextAvailable)) {
+			for j := range ns.pods {
+				if at, ok := ns.pods[j].availableAt(minReady); ok && at.After(v.now) && (nextAvailable.IsZero() || at.Before(nextAvailable)) {
 					nextAvailable = at
 				}
 			}
 		}
 		if !available {
-			t := classify(ns.node, pod, ready)
+			t := classify(ns.node, pod.Pod, ready)
 			name := pod.Name
 			if troubleInfo[t].nodes {
 				name = ns.name
 			}
 			ts.add(t, name)
 		}
-		updated := placement.IsPodUpdated(pod, v.hash)
+		updated := pod.updated(v.hash)
 		if updated {
 			st.UpdatedNumberScheduled++
 		}
@@ -128,13 +128,14 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 // of the set still runs, or the update revision if none.
 func currentRevision(v *setView, revisions map[string]int64) string {
 	oldest, oldestNum := v.hash, revisions[v.hash]
-	for _, pod := range v.allPods {
-		if !placement.IsPodActive(pod) {
+	// v.pods leaves out only pods both deleted and finished: none active.
+	for i := range v.pods {
+		pod := &v.pods[i]
+		if !placement.IsPodActive(pod.Pod) {
 			continue
 		}
-		h := placement.RevisionHash(pod)
-		if num, ok := revisions[h]; ok && num < oldestNum {
-			oldest, oldestNum = h, num
+		if num, ok := revisions[pod.hash]; ok && num < oldestNum {
+			oldest, oldestNum = pod.hash, num
 		}
 	}
 	return oldest

@@ -13,6 +13,41 @@ import (
 // reasonNodeGone is the Decision reason for pods whose node no longer exists.
 const reasonNodeGone = "node no longer exists"
 
+// daemonPod is one pod of the set with what every step of a sync asks
+// about it read once: at 5,000 nodes a sync asks manage's, the rolling
+// update's and the status's questions of each pod, and the label-map
+// lookups and condition scans behind them were a third of its time. The
+// embedded pod is the informer's object: read it, never modify it.
+type daemonPod struct {
+	*corev1.Pod
+	// hash is the pod's controller-revision-hash label.
+	hash string
+	// readyCond is the pod's Ready condition, nil if it has none.
+	readyCond *corev1.PodCondition
+}
+
+func newDaemonPod(pod *corev1.Pod) daemonPod {
+	return daemonPod{Pod: pod, hash: placement.RevisionHash(pod), readyCond: placement.ReadyCondition(pod)}
+}
+
+// updated is placement.IsPodUpdated.
+func (p *daemonPod) updated(hash string) bool { return hash != "" && p.hash == hash }
+
+// ready is placement.IsPodReady.
+func (p *daemonPod) ready() bool {
+	return p.readyCond != nil && p.readyCond.Status == corev1.ConditionTrue
+}
+
+// available is placement.IsPodAvailable.
+func (p *daemonPod) available(minReadySeconds int32, now time.Time) bool {
+	return placement.ConditionAvailable(p.readyCond, minReadySeconds, now)
+}
+
+// availableAt is placement.AvailableAt.
+func (p *daemonPod) availableAt(minReadySeconds int32) (time.Time, bool) {
+	return placement.ConditionAvailableAt(p.readyCond, minReadySeconds)
+}
+
 // nodeState is what one sync knows about one node: whether the set should
 // run there and the set's pods that target it.
 type nodeState struct {
@@ -22,8 +57,9 @@ type nodeState struct {
 	decision placement.Decision
 	// pods are the set's pods for this node except those both finished and
 	// being deleted (the kubelet or pod GC is done with them, so are we),
-	// oldest first with bound pods before unbound ones, as upstream.
-	pods []*corev1.Pod
+	// oldest first with bound pods before unbound ones, as upstream. It is
+	// a window on setView.pods: never append to it.
+	pods []daemonPod
 }
 
 // setView is the snapshot one sync works on: built once, in
@@ -36,47 +72,97 @@ type setView struct {
 	// nodes holds every node of the cluster in lister order, then the gone
 	// nodes that still hold pods, by name.
 	nodes []nodeState
+	// pods is every pod of the set except those both finished and being
+	// deleted, grouped by node in the order of nodes (each node's window
+	// is its nodeState.pods), then the pods that name no node.
+	pods []daemonPod
 	// allPods is every pod of the set, finished and deleted ones included,
 	// so no revision a pod still uses is cleaned up.
 	allPods []*corev1.Pod
 }
 
 // buildView groups pods by target node and decides eligibility once per
-// node. pods must already be filtered to the set's own pods.
+// node. pods must already be filtered to the set's own pods. The pods are
+// grouped by a counting sort into one slice, so a sync allocates the same
+// few slices at any size instead of one per node.
 func buildView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, hash string, now time.Time) *setView {
 	v := &setView{ds: ds, hash: hash, now: now, allPods: pods, nodes: make([]nodeState, len(nodes), len(nodes)+1)}
 	elig := placement.NewEligibility(ds)
-	byName := make(map[string]int, len(nodes))
+	byName := make(map[string]int32, len(nodes))
 	for i, n := range nodes {
 		v.nodes[i] = nodeState{name: n.Name, node: n, decision: elig.ForNode(n)}
-		byName[n.Name] = i
+		byName[n.Name] = int32(i)
 	}
-	var gone []string
-	for _, pod := range pods {
+
+	// The node index of each pod: skip (deleted and finished), unknown
+	// until the gone nodes are placed, or none (names no node).
+	const skip, gone, none = -1, -2, -3
+	at := make([]int32, len(pods))
+	var goneNames []string
+	for j, pod := range pods {
+		at[j] = skip
 		if pod.DeletionTimestamp != nil && (pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded) {
 			continue
 		}
 		target, ok := placement.TargetNode(pod)
-		if !ok {
-			continue
+		switch i, known := byName[target]; {
+		case !ok:
+			at[j] = none
+		case known:
+			at[j] = i
+		default:
+			at[j] = gone
+			goneNames = append(goneNames, target)
 		}
-		i, ok := byName[target]
-		if !ok {
-			i = len(v.nodes)
-			byName[target] = i
-			v.nodes = append(v.nodes, nodeState{name: target, decision: placement.Decision{Reason: reasonNodeGone}})
-			gone = append(gone, target)
+	}
+	if len(goneNames) > 0 {
+		sort.Strings(goneNames)
+		for _, name := range goneNames {
+			if _, ok := byName[name]; !ok {
+				byName[name] = int32(len(v.nodes))
+				v.nodes = append(v.nodes, nodeState{name: name, decision: placement.Decision{Reason: reasonNodeGone}})
+			}
 		}
-		v.nodes[i].pods = append(v.nodes[i].pods, pod)
+		for j := range at {
+			if at[j] == gone {
+				target, _ := placement.TargetNode(pods[j])
+				at[j] = byName[target]
+			}
+		}
 	}
-	if len(gone) > 1 {
-		tail := v.nodes[len(nodes):]
-		sort.Slice(tail, func(i, j int) bool { return tail[i].name < tail[j].name })
+
+	// Counting sort by node index; the pods that name no node go last.
+	last := int32(len(v.nodes))
+	start := make([]int32, len(v.nodes)+2)
+	for j := range at {
+		if at[j] == none {
+			at[j] = last
+		}
+		if at[j] >= 0 {
+			start[at[j]+1]++
+		}
 	}
+	for i := 1; i < len(start); i++ {
+		start[i] += start[i-1]
+	}
+	v.pods = make([]daemonPod, start[len(start)-1])
+	for j, i := range at {
+		if i >= 0 {
+			v.pods[start[i]] = newDaemonPod(pods[j])
+			start[i]++
+		}
+	}
+	// start[i] is now where node i's window ends, and so where i+1's begins.
+	from := int32(0)
 	for i := range v.nodes {
-		if len(v.nodes[i].pods) > 1 {
-			sortPodsOldestFirst(v.nodes[i].pods)
+		to := start[i]
+		if to > from {
+			v.nodes[i].pods = v.pods[from:to:to]
+			if to-from > 1 {
+				sortPodsOldestFirst(v.nodes[i].pods)
+			}
 		}
+		from = to
 	}
 	return v
 }
@@ -84,7 +170,7 @@ func buildView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*co
 // sortPodsOldestFirst orders a node's pods as upstream's
 // podByCreationTimestampAndPhase: bound pods first, then by creation time,
 // then by name.
-func sortPodsOldestFirst(pods []*corev1.Pod) {
+func sortPodsOldestFirst(pods []daemonPod) {
 	sort.Slice(pods, func(i, j int) bool {
 		a, b := pods[i], pods[j]
 		if (a.Spec.NodeName != "") != (b.Spec.NodeName != "") {
@@ -101,12 +187,13 @@ func sortPodsOldestFirst(pods []*corev1.Pod) {
 // returns the one made from the update revision and the one made from an
 // older revision; ok is false when there are several of either (the manage
 // step prunes those first), as upstream findUpdatedPodsOnNode.
-func splitByRevision(pods []*corev1.Pod, hash string) (newPod, oldPod *corev1.Pod, ok bool) {
-	for _, pod := range pods {
+func splitByRevision(pods []daemonPod, hash string) (newPod, oldPod *daemonPod, ok bool) {
+	for i := range pods {
+		pod := &pods[i]
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
-		if placement.IsPodUpdated(pod, hash) {
+		if pod.updated(hash) {
 			if newPod != nil {
 				return nil, nil, false
 			}

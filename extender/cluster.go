@@ -21,7 +21,7 @@ import (
 type cluster struct {
 	nodes corelisters.NodeLister
 	sets  everynodelisters.DaemonSetLister
-	// pods must carry the index.DaemonPodsByNode and index.DaemonPodsBySet
+	// pods must carry the index.DaemonPodsByNode and index.DaemonPodsBySetUID
 	// indexes.
 	pods cache.Indexer
 }

@@ -170,7 +170,7 @@ func (g *gateCache) syncSet(key string) {
 		nodes:       map[string]struct{}{},
 	}
 	states := map[string]podState{}
-	objs, err := g.cluster.pods.ByIndex(index.DaemonPodsBySet, key)
+	objs, err := g.cluster.pods.ByIndex(index.DaemonPodsBySetUID, string(set.UID))
 	if err != nil {
 		klog.ErrorS(err, "Cannot list daemon pods for the readiness gate", "daemonset", key)
 		return

@@ -15,15 +15,18 @@ import (
 const (
 	// DaemonPodsByNode indexes everynode daemon pods by their target node.
 	DaemonPodsByNode = "everynode.io/daemon-pods-by-node"
-	// DaemonPodsBySet indexes everynode daemon pods by the namespace/name of
-	// the set that controls them (the owner reference with controller: true).
-	DaemonPodsBySet = "everynode.io/daemon-pods-by-set"
+	// DaemonPodsBySetUID indexes everynode daemon pods by the UID of the
+	// set that controls them (the owner reference with controller: true).
+	// By UID, not by name: the pods of a deleted set that the garbage
+	// collector has not reached yet are not the pods of a new set of the
+	// same name, and a reader need not check every pod's owner again.
+	DaemonPodsBySetUID = "everynode.io/daemon-pods-by-set-uid"
 )
 
 // AddPodIndexers adds the pod indexes to a pod informer. It is idempotent,
 // so every part that needs them may call it before the informer starts.
 func AddPodIndexers(informer cache.SharedIndexInformer) error {
-	want := cache.Indexers{DaemonPodsByNode: podsByNode, DaemonPodsBySet: podsBySet}
+	want := cache.Indexers{DaemonPodsByNode: podsByNode, DaemonPodsBySetUID: podsBySetUID}
 	have := informer.GetIndexer().GetIndexers()
 	for name := range want {
 		if _, ok := have[name]; ok {
@@ -39,7 +42,7 @@ func AddPodIndexers(informer cache.SharedIndexInformer) error {
 	return nil
 }
 
-// SetKey is the DaemonPodsBySet key of a set.
+// SetKey is the namespace/name key of a set.
 func SetKey(namespace, name string) string { return namespace + "/" + name }
 
 func podsByNode(obj interface{}) ([]string, error) {
@@ -53,14 +56,14 @@ func podsByNode(obj interface{}) ([]string, error) {
 	return nil, nil
 }
 
-func podsBySet(obj interface{}) ([]string, error) {
+func podsBySetUID(obj interface{}) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || !placement.IsDaemonPod(pod) {
 		return nil, nil
 	}
 	ref := placement.ControllerRef(pod)
-	if ref == nil {
+	if ref == nil || ref.UID == "" {
 		return nil, nil
 	}
-	return []string{SetKey(pod.Namespace, ref.Name)}, nil
+	return []string{string(ref.UID)}, nil
 }

@@ -106,8 +106,10 @@ func IsPodActive(pod *corev1.Pod) bool {
 		pod.Status.Phase != corev1.PodFailed
 }
 
-// podReadyCondition returns the pod's Ready condition, or nil.
-func podReadyCondition(pod *corev1.Pod) *corev1.PodCondition {
+// ReadyCondition returns the pod's Ready condition, or nil. A controller
+// that asks several questions of one pod reads it once and passes it to
+// ConditionAvailable and ConditionAvailableAt.
+func ReadyCondition(pod *corev1.Pod) *corev1.PodCondition {
 	for i := range pod.Status.Conditions {
 		if pod.Status.Conditions[i].Type == corev1.PodReady {
 			return &pod.Status.Conditions[i]
@@ -118,22 +120,27 @@ func podReadyCondition(pod *corev1.Pod) *corev1.PodCondition {
 
 // IsPodReady reports whether the pod's Ready condition is True.
 func IsPodReady(pod *corev1.Pod) bool {
-	c := podReadyCondition(pod)
+	c := ReadyCondition(pod)
 	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 // IsPodAvailable reports whether pod has been Ready for at least
 // minReadySeconds at now, as upstream podutil.IsPodAvailable.
 func IsPodAvailable(pod *corev1.Pod, minReadySeconds int32, now time.Time) bool {
-	c := podReadyCondition(pod)
-	if c == nil || c.Status != corev1.ConditionTrue {
+	return ConditionAvailable(ReadyCondition(pod), minReadySeconds, now)
+}
+
+// ConditionAvailable is IsPodAvailable for a pod whose Ready condition
+// (nil if none) is ready.
+func ConditionAvailable(ready *corev1.PodCondition, minReadySeconds int32, now time.Time) bool {
+	if ready == nil || ready.Status != corev1.ConditionTrue {
 		return false
 	}
 	if minReadySeconds == 0 {
 		return true
 	}
 	minReady := time.Duration(minReadySeconds) * time.Second
-	return !c.LastTransitionTime.IsZero() && c.LastTransitionTime.Add(minReady).Before(now)
+	return !ready.LastTransitionTime.IsZero() && ready.LastTransitionTime.Add(minReady).Before(now)
 }
 
 // AvailableAt returns when a Ready pod becomes available given
@@ -143,12 +150,17 @@ func IsPodAvailable(pod *corev1.Pod, minReadySeconds int32, now time.Time) bool 
 // no time to wait for (returning the zero time plus minReadySeconds would
 // make a controller requeue at once, forever).
 func AvailableAt(pod *corev1.Pod, minReadySeconds int32) (at time.Time, ok bool) {
-	c := podReadyCondition(pod)
-	if c == nil || c.Status != corev1.ConditionTrue {
+	return ConditionAvailableAt(ReadyCondition(pod), minReadySeconds)
+}
+
+// ConditionAvailableAt is AvailableAt for a pod whose Ready condition (nil
+// if none) is ready.
+func ConditionAvailableAt(ready *corev1.PodCondition, minReadySeconds int32) (at time.Time, ok bool) {
+	if ready == nil || ready.Status != corev1.ConditionTrue {
 		return time.Time{}, false
 	}
-	if minReadySeconds > 0 && c.LastTransitionTime.IsZero() {
+	if minReadySeconds > 0 && ready.LastTransitionTime.IsZero() {
 		return time.Time{}, false
 	}
-	return c.LastTransitionTime.Add(time.Duration(minReadySeconds) * time.Second), true
+	return ready.LastTransitionTime.Add(time.Duration(minReadySeconds) * time.Second), true
 }
