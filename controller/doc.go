@@ -22,6 +22,10 @@
 //   - A sync reads the pods only after checking the expectations, and the
 //     rolling update after manage works on pods read afresh, never on the
 //     view from before manage's requests.
+//   - A sync reads each pod once: the snapshot (view.go) groups the pods by
+//     node in one slice and keeps each pod's revision hash and Ready
+//     condition next to it, where upstream re-reads labels and conditions
+//     in every step; pods are looked up by their set's UID.
 //
 // The files split by concern: controller.go (construction, Run, workers),
 // handlers.go, nodes.go and indexes.go (informer events and lookups),
