@@ -121,6 +121,7 @@ type Controller struct {
 	expectations  *expectations
 	statusWrites  *statusWrites
 	slowStart     *slowStart
+	syncCosts     *syncCosts
 	failedBackoff *flowcontrol.Backoff
 	clock         clock.WithTicker
 	burstReplicas int
@@ -168,6 +169,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		expectations: newExpectations(clk),
 		statusWrites: newStatusWrites(),
 		slowStart:    newSlowStart(),
+		syncCosts:    newSyncCosts(),
 		// "Fake" only means "with this clock": the real one in production.
 		failedBackoff: flowcontrol.NewFakeBackOff(failedPodBackoffInitial, failedPodBackoffMax, clk),
 		clock:         clk,

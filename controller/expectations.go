@@ -77,22 +77,36 @@ func (e *expectations) expectDeletions(set cache.ObjectName, podKeys []string) {
 }
 
 // creationObserved marks the creation for node as seen (or as never going
-// to be seen, after a failed create).
-func (e *expectations) creationObserved(set cache.ObjectName, node string) {
+// to be seen, after a failed create). completed reports whether it was the
+// last thing the set waited for.
+func (e *expectations) creationObserved(set cache.ObjectName, node string) (completed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if s := e.sets[set]; s != nil {
-		delete(s.creates, node)
+	s := e.sets[set]
+	if s == nil {
+		return false
 	}
+	if _, ok := s.creates[node]; !ok {
+		return false
+	}
+	delete(s.creates, node)
+	return len(s.creates) == 0 && len(s.deletes) == 0
 }
 
-// deletionObserved marks the deletion of a pod as seen.
-func (e *expectations) deletionObserved(set cache.ObjectName, podKey string) {
+// deletionObserved marks the deletion of a pod as seen. completed reports
+// whether it was the last thing the set waited for.
+func (e *expectations) deletionObserved(set cache.ObjectName, podKey string) (completed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if s := e.sets[set]; s != nil {
-		delete(s.deletes, podKey)
+	s := e.sets[set]
+	if s == nil {
+		return false
 	}
+	if _, ok := s.deletes[podKey]; !ok {
+		return false
+	}
+	delete(s.deletes, podKey)
+	return len(s.creates) == 0 && len(s.deletes) == 0
 }
 
 // satisfied reports whether nothing is pending for the set. Expectations

@@ -136,11 +136,12 @@ func (c *Controller) addPod(logger klog.Logger, obj interface{}) {
 	if ds == nil {
 		return
 	}
+	completed := false
 	if node, ok := placement.TargetNode(pod); ok {
-		c.expectations.creationObserved(cache.MetaObjectToName(ds), node)
+		completed = c.expectations.creationObserved(cache.MetaObjectToName(ds), node)
 	}
 	logger.V(4).Info("Pod added", "pod", klog.KObj(pod), "daemonset", klog.KObj(ds))
-	c.enqueue(ds)
+	c.enqueueForPod(ds, completed)
 }
 
 func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
@@ -171,7 +172,7 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 		return
 	}
 	logger.V(4).Info("Pod updated", "pod", klog.KObj(curPod), "daemonset", klog.KObj(ds))
-	c.enqueue(ds)
+	c.enqueueForPod(ds, false)
 	if ds.Spec.MinReadySeconds > 0 && !placement.IsPodReady(oldPod) && placement.IsPodReady(curPod) {
 		// Sync again once the pod has been ready long enough to count as
 		// available; the extra second absorbs clock skew (upstream #39785).
@@ -188,9 +189,9 @@ func (c *Controller) deletePod(logger klog.Logger, obj interface{}) {
 	if ds == nil {
 		return
 	}
-	c.expectations.deletionObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(pod).String())
+	completed := c.expectations.deletionObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(pod).String())
 	logger.V(4).Info("Pod deleted", "pod", klog.KObj(pod), "daemonset", klog.KObj(ds))
-	c.enqueue(ds)
+	c.enqueueForPod(ds, completed)
 }
 
 func (c *Controller) updateRevision(logger klog.Logger, old, cur interface{}) {

@@ -33,6 +33,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		c.expectations.forget(key)
 		c.statusWrites.forget(key)
 		c.slowStart.reset(key)
+		c.syncCosts.forget(key)
 		return nil
 	}
 	if err != nil {
@@ -69,6 +70,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	v := buildView(ds, nodes, pods, hash, c.clock.Now())
+	c.syncCosts.record(key, c.clock.Since(start))
 
 	if !satisfied {
 		// Earlier creations or deletions are not in the cache yet: acting
