@@ -65,24 +65,29 @@ func slowestJoin(nodes map[string]nodeTimes, pods map[string]podTimes) (string, 
 // joined nodes). Stage percentiles do not add up to the join's: the slowest
 // node in one stage is not the slowest in another.
 func writeJoinTable(b *strings.Builder, runs []*runResult) {
-	stat := func(sys string, stage int, p float64) summary {
-		var xs []float64
+	stat := func(sys string, xsOf func(*runResult) []float64, p float64) summary {
+		var out []float64
 		for _, r := range runs {
-			if r.system == sys && len(r.joinStages[stage]) > 0 {
-				ds := make([]time.Duration, len(r.joinStages[stage]))
-				for i, x := range r.joinStages[stage] {
+			if xs := xsOf(r); r.system == sys && len(xs) > 0 {
+				ds := make([]time.Duration, len(xs))
+				for i, x := range xs {
 					ds[i] = time.Duration(x * float64(time.Second))
 				}
-				xs = append(xs, percentile(ds, p).Seconds())
+				out = append(out, percentile(ds, p).Seconds())
 			}
 		}
-		return summarize(xs)
+		return summarize(out)
 	}
-	b.WriteString("\n## Node join, stage by stage\n\nEach boundary is a call the benchmark made or a watch event it saw. Median over the runs of each run's p50 and p99 over the joined nodes, in seconds.\n\n")
+	row := func(name string, xsOf func(*runResult) []float64) {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", name,
+			fmtSummary(stat(upstream.name, xsOf, 50)), fmtSummary(stat(everynode.name, xsOf, 50)),
+			fmtSummary(stat(upstream.name, xsOf, 99)), fmtSummary(stat(everynode.name, xsOf, 99)))
+	}
+	b.WriteString("\n## Node join and rollout, stage by stage\n\nEach boundary is a call the benchmark made or a watch event it saw. Median over the runs of each run's p50 and p99 over the joined nodes (join) or over all nodes (rollout), in seconds.\n\n")
 	b.WriteString("| stage | upstream p50 | everynode p50 | upstream p99 | everynode p99 |\n|---|---|---|---|---|\n")
 	for i, name := range joinStageNames {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", name,
-			fmtSummary(stat(upstream.name, i, 50)), fmtSummary(stat(everynode.name, i, 50)),
-			fmtSummary(stat(upstream.name, i, 99)), fmtSummary(stat(everynode.name, i, 99)))
+		row("join: "+name, func(r *runResult) []float64 { return r.joinStages[i] })
 	}
+	row("rollout: pod seen → pod bound", func(r *runResult) []float64 { return r.rolloutStages[0] })
+	row("rollout: pod bound → pod available", func(r *runResult) []float64 { return r.rolloutStages[1] })
 }

@@ -37,7 +37,10 @@ type runResult struct {
 	joinP50, joinP99                              float64
 	// joinStages[i]: stage i of joinStageNames, in seconds, one per joined node.
 	joinStages [len(joinStageNames)][]float64
-	series                                        []point
+	// rolloutStages: seconds from a rollout pod seen to bound, and from
+	// bound to available, one per node.
+	rolloutStages [2][]float64
+	series        []point
 
 	podsMade          int
 	controllerReqs    int            // by the system's controller (audit log)
@@ -88,6 +91,10 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	}
 	res.rollout = b.wait(ctx, lbl+" rollout", t0, image1, false)
 	rolledOut := time.Now()
+	for _, p := range b.t.stageTimes(image1, nil) {
+		res.rolloutStages[0] = append(res.rolloutStages[0], p.bound.Sub(p.seen).Seconds())
+		res.rolloutStages[1] = append(res.rolloutStages[1], p.available.Sub(p.bound).Seconds())
+	}
 	afterRollout := b.m.snapshot(ctx)
 	for node, at := range b.t.availableTimes(image1, nil) {
 		_ = node
@@ -139,8 +146,8 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	for n, at := range b.t.availableTimes(image3, joined) {
 		lat = append(lat, at.Sub(created[n].created))
 	}
-	res.joinStages = joinStages(created, b.t.joinTimes(image3, joined))
-	if slow, ok := slowestJoin(created, b.t.joinTimes(image3, joined)); ok {
+	res.joinStages = joinStages(created, b.t.stageTimes(image3, joined))
+	if slow, ok := slowestJoin(created, b.t.stageTimes(image3, joined)); ok {
 		logf("%s slowest join %s", lbl, slow)
 	}
 	res.joinP50, res.joinP99 = math.NaN(), math.NaN()

@@ -225,8 +225,8 @@ func (t *tracker) availableTimes(img string, nodes map[string]bool) map[string]t
 // bound, and first seen available.
 type podTimes struct{ seen, bound, available time.Time }
 
-// joinTimes returns podTimes for the nodes given that have all three.
-func (t *tracker) joinTimes(img string, nodes map[string]bool) map[string]podTimes {
+// stageTimes returns podTimes for the nodes given that have all three.
+func (t *tracker) stageTimes(img string, nodes map[string]bool) map[string]podTimes {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	seen, bound := byNode(t.firstSeen, img, nodes), byNode(t.firstBound, img, nodes)
