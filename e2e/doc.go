@@ -5,6 +5,12 @@
 // chart's ServiceAccount. Run them with `make e2e`; each scenario checks what
 // a user would see, through the real API.
 //
+// Most scenarios run with the harness's own CA (the chart's external mode
+// with tls.caBundle); certs_test.go switches the chart and everynode to the
+// self-signed mode and to cert-manager (its controller and cainjector built
+// from its library module) and back, so those two are tried against the
+// real API server too.
+//
 // This is its own Go module, so the product's go.mod does not inherit the
 // test-only dependencies.
 package e2e

@@ -430,11 +430,11 @@ func TestHandMadeDaemonPodIsRefused(t *testing.T) {
 	}
 }
 
-func everynodeProcess(t *testing.T, verb string) {
+func everynodeProcess(t *testing.T, args ...string) {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(repoRoot, "e2e", "hack", "cluster.sh"), verb).CombinedOutput()
+	out, err := exec.Command(filepath.Join(repoRoot, "e2e", "hack", "cluster.sh"), args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("cluster.sh %s: %v\n%s", verb, err, out)
+		t.Fatalf("cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
 

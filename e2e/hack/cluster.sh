@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cluster.sh up|down|restart-everynode|stop-everynode: the local everynode cluster.
+# cluster.sh up|down|start-everynode|stop-everynode|cert-mode MODE: the local everynode cluster.
 #
 # up: a kwok cluster with a real control plane (e2e/hack/cluster-up.sh), the
 # chart installed by Helm in "external" mode (webhooks reach everynode by
@@ -50,6 +50,95 @@ KC
   chmod 600 "$EVERYNODE_KUBECONFIG"
 }
 
+# The serving certificate comes from the harness's CA (lib.sh) unless
+# `cert-mode self-signed` switched to everynode's own CA: kept in the Secret
+# $RELEASE-ca and written into the webhook configurations by everynode, the
+# chart's default mode in a real cluster. The mode is remembered in
+# $STATE/cert-mode, so a restart (start-everynode) keeps it.
+CERT_MODE_FILE="$STATE/cert-mode"
+cert_args() {
+  case "$(cat "$CERT_MODE_FILE" 2>/dev/null)" in
+    self-signed) echo "--cert-mode self-signed --ca-secret-name $RELEASE-ca --tls-dns-names localhost --webhook-configurations $RELEASE,$RELEASE" ;;
+    cert-manager) echo "--cert-mode file --tls-cert-file $CM_STATE/tls.crt --tls-key-file $CM_STATE/tls.key" ;;
+    *) echo "--cert-mode file --tls-cert-file $PKI/tls.crt --tls-key-file $PKI/tls.key" ;;
+  esac
+}
+
+# cert-manager's controller and cainjector, built from its library module
+# by tools.sh (e2e/tools/certmanager), run on this host like everynode, with
+# the admin kubeconfig; its CRDs come from the same module.
+CM_STATE="$STATE/cert-manager"
+start_cert_manager() {
+  mkdir -p "$CM_STATE"
+  local crds
+  crds="$(cd "$ROOT/e2e/tools/certmanager" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/crds"
+  kubectl apply --server-side -f "$crds" >/dev/null
+  local c
+  for c in controller cainjector; do
+    if [[ -f "$CM_STATE/$c.pid" ]] && kill -0 "$(cat "$CM_STATE/$c.pid")" 2>/dev/null; then continue; fi
+    nohup "$BIN/cert-manager-$c" --kubeconfig "$KUBECONFIG" >>"$LOGS/cert-manager-$c.log" 2>&1 &
+    echo $! >"$CM_STATE/$c.pid"
+  done
+}
+stop_cert_manager() {
+  local c
+  for c in controller cainjector; do
+    [[ -f "$CM_STATE/$c.pid" ]] || continue
+    kill "$(cat "$CM_STATE/$c.pid")" 2>/dev/null || true
+    rm -f "$CM_STATE/$c.pid"
+  done
+}
+
+# cert-manager writes the serving certificate into the Secret <release>-tls;
+# in a cluster the Deployment mounts it, here it is copied to files.
+serving_secret_issued() {
+  [[ -n "$(kubectl -n "$NAMESPACE" get secret "$RELEASE-tls" -o jsonpath='{.data.tls\.key}' 2>/dev/null)" ]]
+}
+serving_secret_to_files() {
+  printf 'waiting for cert-manager to issue the serving certificate'
+  wait_for "the Secret $RELEASE-tls" 120 serving_secret_issued
+  echo " ok"
+  (umask 077
+   kubectl -n "$NAMESPACE" get secret "$RELEASE-tls" -o jsonpath='{.data.tls\.crt}' | base64 -d >"$CM_STATE/tls.crt"
+   kubectl -n "$NAMESPACE" get secret "$RELEASE-tls" -o jsonpath='{.data.tls\.key}' | base64 -d >"$CM_STATE/tls.key")
+}
+
+# cert_mode self-signed|cert-manager|external-ca reinstalls the chart in that
+# mode (so the RBAC is the mode's own) and restarts everynode to match.
+# Self-signed certificates carry DNS names only, so in that mode the webhooks
+# are called at https://localhost:PORT instead of 127.0.0.1; cert-manager's
+# certificate names 127.0.0.1 as an IP address (the chart adds the URL's
+# host). The scheduler extender keeps the harness's CA (kube-scheduler reads
+# it once, at start): in the other modes its calls fail and, being
+# ignorable, are skipped.
+cert_mode() {
+  stop_everynode
+  case "$1" in
+    self-signed)
+      stop_cert_manager
+      EXTRA_HELM_ARGS="--set external.url=https://localhost:$EVERYNODE_PORT --set tls.caBundle= ${EXTRA_HELM_ARGS:-}" install_chart
+      echo self-signed >"$CERT_MODE_FILE"
+      ;;
+    cert-manager)
+      start_cert_manager
+      EXTRA_HELM_ARGS="--set certManager.enabled=true --set tls.caBundle= ${EXTRA_HELM_ARGS:-}" install_chart
+      serving_secret_to_files
+      echo cert-manager >"$CERT_MODE_FILE"
+      ;;
+    external-ca)
+      # The caBundle fields belong to everynode or cert-manager's cainjector
+      # by now (server-side apply managers): the harness's CA must win.
+      EXTRA_HELM_ARGS="--force-conflicts ${EXTRA_HELM_ARGS:-}" install_chart
+      stop_cert_manager
+      rm -f "$CERT_MODE_FILE"
+      kubectl -n "$NAMESPACE" delete secret "$RELEASE-ca" "$RELEASE-tls" --ignore-not-found >/dev/null
+      ;;
+    *) echo "usage: $0 cert-mode self-signed|cert-manager|external-ca" >&2; exit 2 ;;
+  esac
+  service_account_kubeconfig
+  start_everynode
+}
+
 start_everynode() {
   stop_everynode
   say "starting everynode as system:serviceaccount:$NAMESPACE:$RELEASE (log: $EVERYNODE_LOG)"
@@ -57,7 +146,7 @@ start_everynode() {
   nohup "$ROOT/bin/everynode" serve \
     --kubeconfig "$EVERYNODE_KUBECONFIG" --namespace "$NAMESPACE" \
     --leader-election-id "$RELEASE" \
-    --cert-mode file --tls-cert-file "$PKI/tls.crt" --tls-key-file "$PKI/tls.key" \
+    $(cert_args) \
     --secure-addr "127.0.0.1:$EVERYNODE_PORT" --health-addr "127.0.0.1:$EVERYNODE_HEALTH_PORT" \
     --profiling -v 2 ${EVERYNODE_ARGS:-} >>"$EVERYNODE_LOG" 2>&1 &
   echo $! >"$EVERYNODE_PID"
@@ -85,6 +174,7 @@ up() {
   "$ROOT/e2e/hack/tools.sh"
   [[ -x "$ROOT/bin/everynode" ]] || (cd "$ROOT" && go build -o bin/ ./cmd/everynode)
   pki
+  rm -f "$CERT_MODE_FILE"
   scheduler_config
   kwokctl_config
   SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh" --config "$STATE/kwokctl.yaml"
@@ -102,6 +192,7 @@ MSG
 
 down() {
   stop_everynode
+  stop_cert_manager
   "$ROOT/e2e/hack/cluster-down.sh"
 }
 
@@ -110,5 +201,6 @@ case "${1:-}" in
   down) down ;;
   start-everynode) service_account_kubeconfig; start_everynode ;;
   stop-everynode) stop_everynode ;;
-  *) echo "usage: $0 up|down|start-everynode|stop-everynode" >&2; exit 2 ;;
+  cert-mode) cert_mode "${2:-}" ;;
+  *) echo "usage: $0 up|down|start-everynode|stop-everynode|cert-mode self-signed|cert-manager|external-ca" >&2; exit 2 ;;
 esac

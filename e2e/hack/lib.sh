@@ -75,7 +75,7 @@ pki() {
 }
 
 install_chart() {
-  say "installing the everynode chart (external mode: webhooks call $EVERYNODE_URL)"
+  say "installing the everynode chart (external mode: webhooks call $EVERYNODE_URL${EXTRA_HELM_ARGS:+; $EXTRA_HELM_ARGS})"
   kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   # shellcheck disable=SC2086
   helm upgrade --install "$RELEASE" "$ROOT/charts/everynode" --namespace "$NAMESPACE" \

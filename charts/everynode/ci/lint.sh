@@ -103,6 +103,18 @@ has certmanager 'isCA: true'
 hasnt certmanager '"--ca-secret-name'
 hasnt certmanager 'resources: \["secrets"\]'
 hasnt certmanager 'validatingwebhookconfigurations'
+hasnt certmanager 'ipAddresses:'
+
+# cert-manager with everynode outside the cluster: the certificate names the
+# URL's host too, as a DNS name or as an IP address.
+render certmanager-external-dns --set certManager.enabled=true --set external.url=https://localhost:8443
+has certmanager-external-dns '^    - localhost$'
+hasnt certmanager-external-dns 'ipAddresses:'
+render certmanager-external-ip --set certManager.enabled=true --set external.url=https://127.0.0.1:8443
+has certmanager-external-ip '^    - "127.0.0.1"$'
+count certmanager-external-ip 1 '^  ipAddresses:$'
+render certmanager-external-ipv6 --set certManager.enabled=true --set 'external.url=https://[::1]:8443'
+has certmanager-external-ipv6 '^    - "::1"$'
 
 render certmanager-issuer --set certManager.enabled=true \
   --set certManager.issuerRef.name=corp-ca --set certManager.issuerRef.kind=ClusterIssuer

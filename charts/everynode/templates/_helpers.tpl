@@ -117,6 +117,20 @@ Conflicting settings fail the render with a message instead of picking one.
 {{- printf "%s.%s.svc" $svc .Release.Namespace }},{{ printf "%s.%s.svc.%s" $svc .Release.Namespace .Values.clusterDomain }}
 {{- end }}
 
+{{/*
+Host of external.url, empty without one. With cert-manager the serving
+certificate must name it too, or the API server, calling that URL, would
+refuse the certificate: as a DNS name, or as an IP address (an IPv4 dotted
+quad, or anything with a colon: IPv6).
+*/}}
+{{- define "everynode.externalHost" -}}
+{{- if .Values.external.url }}{{ (urlParse .Values.external.url).hostname }}{{ end }}
+{{- end }}
+{{- define "everynode.externalHostIsIP" -}}
+{{- $h := include "everynode.externalHost" . }}
+{{- if and $h (regexMatch "^[0-9.]+$|:" $h) }}true{{ end }}
+{{- end }}
+
 {{/* Base URL of the everynode HTTPS server, without a trailing slash. */}}
 {{- define "everynode.baseURL" -}}
 {{- if .Values.external.url }}
