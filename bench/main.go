@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,10 +29,17 @@ type config struct {
 	clientCert, clientKey, auditLog    string
 	phaseTimeout                       time.Duration
 	dry                                bool
+	// rev is `git describe` of the tree when the benchmark started (make
+	// bench builds everynode from it just before), not when a report is
+	// written: a long run outlives commits.
+	rev string
 }
 
 func main() {
 	var c config
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		c.rev = strings.TrimSpace(string(out))
+	}
 	flag.StringVar(&c.kubeconfig, "kubeconfig", "", "admin kubeconfig of the bench cluster")
 	flag.StringVar(&c.manifest, "manifest", "examples/fluentd-elasticsearch.yaml", "the DaemonSet manifest (its apiVersion is replaced per system)")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for the markdown table and the PNG plot")
