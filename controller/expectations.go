@@ -80,32 +80,29 @@ func (e *expectations) expectDeletions(set cache.ObjectName, podKeys []string) {
 // to be seen, after a failed create). completed reports whether it was the
 // last thing the set waited for.
 func (e *expectations) creationObserved(set cache.ObjectName, node string) (completed bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := e.sets[set]
-	if s == nil {
-		return false
-	}
-	if _, ok := s.creates[node]; !ok {
-		return false
-	}
-	delete(s.creates, node)
-	return len(s.creates) == 0 && len(s.deletes) == 0
+	return e.observed(set, node, func(s *setExpectations) map[string]struct{} { return s.creates })
 }
 
 // deletionObserved marks the deletion of a pod as seen. completed reports
 // whether it was the last thing the set waited for.
 func (e *expectations) deletionObserved(set cache.ObjectName, podKey string) (completed bool) {
+	return e.observed(set, podKey, func(s *setExpectations) map[string]struct{} { return s.deletes })
+}
+
+// observed drops key from the pending set pick chooses; completed is true
+// only when key was pending and nothing else is.
+func (e *expectations) observed(set cache.ObjectName, key string, pick func(*setExpectations) map[string]struct{}) (completed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.sets[set]
 	if s == nil {
 		return false
 	}
-	if _, ok := s.deletes[podKey]; !ok {
+	pending := pick(s)
+	if _, ok := pending[key]; !ok {
 		return false
 	}
-	delete(s.deletes, podKey)
+	delete(pending, key)
 	return len(s.creates) == 0 && len(s.deletes) == 0
 }
 

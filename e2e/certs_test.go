@@ -26,17 +26,7 @@ func TestSelfSignedCertificates(t *testing.T) {
 	everynodeProcess(t, "cert-mode", "self-signed")
 	t.Cleanup(func() { everynodeProcess(t, "cert-mode", "external-ca") })
 
-	eventually(t, settle, "the CA Secret and both caBundles", func() (bool, string, error) {
-		s, err := kube.CoreV1().Secrets(releaseNamespace).Get(ctx(t), releaseName+"-ca", metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		ca := s.Data["ca.crt"]
-		if len(ca) == 0 {
-			return false, "the Secret has no ca.crt", nil
-		}
-		return sameCABundles(t, ca)
-	})
+	waitForCAInBundles(t, releaseName+"-ca", "everynode to write its CA into both configurations")
 
 	webhooksServe(t, "selfsigned")
 }
@@ -51,24 +41,31 @@ func TestCertManagerCertificates(t *testing.T) {
 	everynodeProcess(t, "cert-mode", "cert-manager")
 	t.Cleanup(func() { everynodeProcess(t, "cert-mode", "external-ca") })
 
-	eventually(t, settle, "the cainjector to write the serving CA into both configurations", func() (bool, string, error) {
-		s, err := kube.CoreV1().Secrets(releaseNamespace).Get(ctx(t), releaseName+"-tls", metav1.GetOptions{})
+	waitForCAInBundles(t, releaseName+"-tls", "the cainjector to write the serving CA into both configurations")
+	webhooksServe(t, "certmanager")
+}
+
+// waitForCAInBundles waits until the ca.crt of the release namespace's
+// Secret secret is in every webhook's caBundle.
+func waitForCAInBundles(t *testing.T, secret, what string) {
+	t.Helper()
+	eventually(t, settle, what, func() (bool, string, error) {
+		s, err := kube.CoreV1().Secrets(releaseNamespace).Get(ctx(t), secret, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
 		}
 		ca := s.Data["ca.crt"]
 		if len(ca) == 0 {
-			return false, "the serving Secret has no ca.crt", nil
+			return false, "the Secret " + secret + " has no ca.crt", nil
 		}
-		return sameCABundles(t, ca)
+		return caInBundles(t, ca)
 	})
-	webhooksServe(t, "certmanager")
 }
 
-// sameCABundles reports whether every webhook of the two configurations
+// caInBundles reports whether every webhook of the two configurations
 // trusts ca: its caBundle holds it (cert-manager's cainjector may keep a
 // CA it replaces next to the new one for a while).
-func sameCABundles(t *testing.T, ca []byte) (bool, string, error) {
+func caInBundles(t *testing.T, ca []byte) (bool, string, error) {
 	bundles, err := caBundles(t)
 	if err != nil {
 		return false, "", err
