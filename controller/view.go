@@ -31,7 +31,7 @@ func newDaemonPod(pod *corev1.Pod) daemonPod {
 }
 
 // updated is placement.IsPodUpdated.
-func (p *daemonPod) updated(hash string) bool { return hash != "" && p.hash == hash }
+func (p *daemonPod) updated(hash string) bool { return placement.IsRevisionUpdated(p.hash, hash) }
 
 // ready is placement.IsPodReady.
 func (p *daemonPod) ready() bool {

@@ -95,7 +95,13 @@ func RevisionHash(pod *corev1.Pod) string {
 // IsPodUpdated reports whether pod was made from the revision with the given
 // hash (upstream IsPodUpdated, without the deprecated template generation).
 func IsPodUpdated(pod *corev1.Pod, hash string) bool {
-	return hash != "" && RevisionHash(pod) == hash
+	return IsRevisionUpdated(RevisionHash(pod), hash)
+}
+
+// IsRevisionUpdated is IsPodUpdated for a pod whose revision hash label,
+// podHash, was read already.
+func IsRevisionUpdated(podHash, hash string) bool {
+	return hash != "" && podHash == hash
 }
 
 // IsPodActive reports whether pod still counts as the node's daemon: it is
