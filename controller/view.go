@@ -34,9 +34,7 @@ func newDaemonPod(pod *corev1.Pod) daemonPod {
 func (p *daemonPod) updated(hash string) bool { return placement.IsRevisionUpdated(p.hash, hash) }
 
 // ready is placement.IsPodReady.
-func (p *daemonPod) ready() bool {
-	return p.readyCond != nil && p.readyCond.Status == corev1.ConditionTrue
-}
+func (p *daemonPod) ready() bool { return placement.ConditionReady(p.readyCond) }
 
 // available is placement.IsPodAvailable.
 func (p *daemonPod) available(minReadySeconds int32, now time.Time) bool {

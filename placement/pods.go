@@ -98,8 +98,10 @@ func IsPodUpdated(pod *corev1.Pod, hash string) bool {
 	return IsRevisionUpdated(RevisionHash(pod), hash)
 }
 
-// IsRevisionUpdated is IsPodUpdated for a pod whose revision hash label,
-// podHash, was read already.
+// IsRevisionUpdated reports whether a pod whose revision hash label is
+// podHash (RevisionHash) was made from the revision with the given hash:
+// upstream IsPodUpdated, without the deprecated template generation, on the
+// label read once.
 func IsRevisionUpdated(podHash, hash string) bool {
 	return hash != "" && podHash == hash
 }
@@ -126,8 +128,13 @@ func ReadyCondition(pod *corev1.Pod) *corev1.PodCondition {
 
 // IsPodReady reports whether the pod's Ready condition is True.
 func IsPodReady(pod *corev1.Pod) bool {
-	c := ReadyCondition(pod)
-	return c != nil && c.Status == corev1.ConditionTrue
+	return ConditionReady(ReadyCondition(pod))
+}
+
+// ConditionReady is IsPodReady for a pod whose Ready condition (nil if
+// none) is ready.
+func ConditionReady(ready *corev1.PodCondition) bool {
+	return ready != nil && ready.Status == corev1.ConditionTrue
 }
 
 // IsPodAvailable reports whether pod has been Ready for at least
@@ -139,7 +146,7 @@ func IsPodAvailable(pod *corev1.Pod, minReadySeconds int32, now time.Time) bool 
 // ConditionAvailable is IsPodAvailable for a pod whose Ready condition
 // (nil if none) is ready.
 func ConditionAvailable(ready *corev1.PodCondition, minReadySeconds int32, now time.Time) bool {
-	if ready == nil || ready.Status != corev1.ConditionTrue {
+	if !ConditionReady(ready) {
 		return false
 	}
 	if minReadySeconds == 0 {
@@ -162,7 +169,7 @@ func AvailableAt(pod *corev1.Pod, minReadySeconds int32) (at time.Time, ok bool)
 // ConditionAvailableAt is AvailableAt for a pod whose Ready condition (nil
 // if none) is ready.
 func ConditionAvailableAt(ready *corev1.PodCondition, minReadySeconds int32) (at time.Time, ok bool) {
-	if ready == nil || ready.Status != corev1.ConditionTrue {
+	if !ConditionReady(ready) {
 		return time.Time{}, false
 	}
 	if minReadySeconds > 0 && ready.LastTransitionTime.IsZero() {
