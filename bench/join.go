@@ -60,11 +60,12 @@ func slowestJoin(nodes map[string]nodeTimes, pods map[string]podTimes) (string, 
 	return fmt.Sprintf("%s %.2fs: %s", name, worst.Seconds(), strings.Join(parts, ", ")), true
 }
 
-// writeJoinTable reports the node join stage by stage: for each system, the
-// median over its runs of each run's p50 and p99 (nearest rank over the
-// joined nodes). Stage percentiles do not add up to the join's: the slowest
-// node in one stage is not the slowest in another.
-func writeJoinTable(b *strings.Builder, runs []*runResult) {
+// writeStageTable reports the node join and the rollout stage by stage: for
+// each system, the median over its runs of each run's p50 and p99 (nearest
+// rank over the joined nodes, or over all nodes for the rollout). Stage
+// percentiles do not add up to the whole: the slowest node in one stage is
+// not the slowest in another.
+func writeStageTable(b *strings.Builder, runs []*runResult) {
 	stat := func(sys string, xsOf func(*runResult) []float64, p float64) summary {
 		var out []float64
 		for _, r := range runs {

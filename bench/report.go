@@ -126,7 +126,7 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.name, f.unit, fmtSummary(a), fmtSummary(e), rs)
 	}
 	fmt.Fprintf(&b, "\n![pods available over time during the rollout](%s)\n", filepath.Base(png))
-	writeJoinTable(&b, runs)
+	writeStageTable(&b, runs)
 	writeSchedTable(&b, sched)
 
 	b.WriteString("\n## Runs\n\n| run | rollout s | update maxUnavailable s | update maxSurge s | join p50 s | join p99 s | pods made | controller requests | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|\n")
@@ -222,7 +222,7 @@ func topN(m map[string]int, n int) string {
 const methodNotes = `
 ## How these were measured
 
-- Durations are seen through one pod watch by the benchmark (the same for both systems), timed by the watch event that completed the state (not by the 100 ms poll that noticed it): rollout from the create call until every node has a Ready (minReadySeconds 0, so available) pod; rolling updates from the patch (image + strategy) until every node has an available pod of the new image and no old pod is left; node join from each Node's create call until it has an available pod (with 50 nodes, p99 is the slowest one). Each update and the join start once no pod of the set is still terminating (kwok, which plays the kubelets, finishes the deletions of the phase before; without the wait the join measured kwok's backlog). The join is also split into stages, each bounded by a call the benchmark made or a watch event it saw.
+- Durations are seen through one pod watch by the benchmark (the same for both systems), timed by the watch event that completed the state (not by the 100 ms poll that noticed it): rollout from the create call until every node has a Ready (minReadySeconds 0, so available) pod; rolling updates from the patch (image + strategy) until every node has an available pod of the new image and no old pod is left; node join from each Node's create call until it has an available pod (with 50 nodes, p99 is the slowest one). Each update and the join start once no pod of the set is still terminating (so kwok, which plays the kubelets, has finished the previous phase's deletions). The join is also split into stages, each bounded by a call the benchmark made or a watch event it saw.
 - Controller API requests: the kube-apiserver audit log (Metadata level; node leases and nodes/status left out), counted by user agent (kube-controller-manager/… or everynode/…), from the apply to the end of the node join, divided by the pods made in that run (rollout + 2 updates + join). apiserver_request_total has no client label; its delta (every client: scheduler, kwok, the benchmark's own watch) is given too.
 - CPU: utime+stime of the controller process (/proc/<pid>/stat) over the same span. Peak RSS: VmRSS polled every 250 ms during the run. everynode's figure includes its webhooks and extender (they are part of what it costs); kube-controller-manager runs only the controllers listed above (the garbage collector is off, so the benchmark deletes pods and ControllerRevisions itself between runs, and lifts kwok's initial not-ready taint itself).
 - Webhook, extender and scheduler figures are histogram deltas over the rollout only. The A runs are the "extender, non-daemon path" case (apps/v1 pods pass through everynode's extender too, as every pod of the cluster does); the scheduler throughput table above compares that path with no extender at all.

@@ -221,18 +221,13 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	return res, nil
 }
 
-// wait polls the tracker until every node has an available pod of img (and,
-// for an update, no pod of another image is left and there is one pod per
-// node), printing progress every 10 s. It returns the seconds since start, or
-// NaN on timeout.
 // settle waits until no pod of the set is still terminating, so a phase
-// starts on a quiet cluster. An update is done when its last old pod is
-// deleted, but kwok, which plays the kubelets, removes the deleted pods
-// afterwards (hundreds at 1,000 nodes, more when the machine is busy), and
-// a phase started meanwhile competes with that backlog for kwok's client
-// rate limit: a node join right after an update was measured waiting up to
-// 2 s for kwok to pick up the new node, and by how much depended on the
-// run, not on the controller.
+// starts without the previous one's deletions in flight. An update is done
+// when its last old pod is deleted, but kwok, which plays the kubelets,
+// removes the deleted pods afterwards; a join started meanwhile shares kwok
+// with that work. (Measured: up to 8 s of it at 5,000 nodes. Whether it was
+// what delayed kwok's pickup of new nodes, up to 2 s in one run, was not
+// established: the wait removes it as a factor.)
 func (b *bench) settle(ctx context.Context, lbl string) {
 	start := time.Now()
 	deadline := start.Add(b.c.phaseTimeout)
@@ -246,6 +241,10 @@ func (b *bench) settle(ctx context.Context, lbl string) {
 	logf("%s warning: %d pods still terminating after %s", lbl, b.t.state("").terminating, b.c.phaseTimeout)
 }
 
+// wait polls the tracker until every node has an available pod of img (and,
+// for an update, no pod of another image is left and there is one pod per
+// node), printing progress every 10 s. It returns the seconds since start, or
+// NaN on timeout.
 func (b *bench) wait(ctx context.Context, what string, start time.Time, img string, update bool) float64 {
 	deadline := start.Add(b.c.phaseTimeout)
 	lastLog := time.Now()
