@@ -26,11 +26,15 @@
 //     node in one slice and keeps each pod's revision hash and Ready
 //     condition next to it, where upstream re-reads labels and conditions
 //     in every step; pods are looked up by their set's UID.
+//   - Pod events are batched per set (podevents.go): a pod event syncs its
+//     set after a delay proportional to the set's last snapshot time, unless
+//     it completes what the last sync waits for; upstream syncs on every one.
 //
 // The files split by concern: controller.go (construction, Run, workers),
 // handlers.go, nodes.go and indexes.go (informer events and lookups),
 // sync.go (one set's sync), view.go (the per-sync snapshot), manage.go and
-// syncnodes.go (per-node create/delete, slow start), rollingupdate.go,
+// syncnodes.go (per-node create/delete, slow start), podevents.go (batching
+// of pod events), rollingupdate.go,
 // history.go (ControllerRevisions; the pure part is in package revision),
 // status.go, statuswrites.go and conditions.go, podcontrol.go, expectations.go, metrics.go,
 // events.go. The decisions (planNode, planRollingUpdate, computeStatus) are

@@ -14,16 +14,19 @@ import (
 // deleting, deleted), and each used to start a full O(nodes + pods) sync of
 // its own as soon as the previous one ended: at 5,000 nodes everynode ran
 // 8,550 syncs in one benchmark run where kube-controller-manager, whose
-// syncs block on their API calls for about a second, ran 544 (audit of the
-// same run), and the difference was most of everynode's CPU, taken from
-// the API server and the kubelets on a shared machine.
+// syncs block on their API calls for about a second, ran 544 (their
+// workqueue and sync-duration metrics in the same run), and syncs were most
+// of everynode's CPU in a profile of that run.
 //
 // So a pod event queues its set after a delay proportional to what a sync
 // of that set costs (podEventDelayFactor times the time the last one took
 // to read its snapshot, at most maxPodEventDelay): events meanwhile join the
-// same sync, and a set never spends more than about a tenth of a core on
-// syncs driven by pod churn. At 1,000 nodes the delay is a few milliseconds,
-// at 5,000 about a tenth of a second. Node and set events, and the pod event
+// same sync, so syncs driven by pod churn take a bounded share of a core
+// (the snapshot is most of a sync's CPU). By the snapshot times of
+// BenchmarkSync the delay is ~10 ms at 1,000 nodes and ~0.1 s at 5,000; on a
+// loaded machine the measured time, and so the delay, is longer, up to the
+// cap. With it, one 5,000-node benchmark run took 156 s of everynode CPU
+// against 223 s without. Node and set events, and the pod event
 // that completes what a sync waits for (its expected creations and
 // deletions), are never delayed: they are what a rollout or a joining node
 // waits on. The Job controller batches its pod events the same way, with a
