@@ -20,8 +20,8 @@ const (
 // Secret <release>-ca and writes it into both webhook configurations, and
 // the API server then trusts the webhooks. The harness reinstalls the chart
 // in that mode (so the RBAC is the mode's own: the Secret and the two
-// configurations, nothing more) with every caBundle empty, and restarts
-// everynode to match; the scenario ends by switching back.
+// configurations, nothing more; the chart renders no caBundle in that mode),
+// and restarts everynode to match; the scenario ends by switching back.
 func TestSelfSignedCertificates(t *testing.T) {
 	everynodeProcess(t, "cert-mode", "self-signed")
 	t.Cleanup(func() { everynodeProcess(t, "cert-mode", "external-ca") })
