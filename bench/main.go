@@ -23,6 +23,7 @@ type config struct {
 	qps, burst                         int
 	kcmControllers                     string
 	kcmPIDFile, everynodePIDFile       string
+	pidDir                             string
 	everynodeMetrics, schedulerMetrics string
 	noExtenderMetrics                  string
 	schedPods                          int
@@ -51,6 +52,7 @@ func main() {
 	flag.StringVar(&c.kcmControllers, "kcm-controllers", "", "kube-controller-manager --controllers (for the report)")
 	flag.StringVar(&c.kcmPIDFile, "kcm-pid-file", "", "pid file of kube-controller-manager")
 	flag.StringVar(&c.everynodePIDFile, "everynode-pid-file", "", "pid file of everynode")
+	flag.StringVar(&c.pidDir, "pid-dir", "", "directory of the control plane's pid files (kwokctl's pids/), for CPU by process and the quiet wait before each run")
 	flag.StringVar(&c.everynodeMetrics, "everynode-metrics", "http://127.0.0.1:28080/metrics", "everynode's /metrics")
 	flag.StringVar(&c.schedulerMetrics, "scheduler-metrics", "", "kube-scheduler's /metrics (https, client cert)")
 	flag.StringVar(&c.noExtenderMetrics, "no-extender-scheduler-metrics", "", "/metrics of a second kube-scheduler without extender, serving schedulerName no-extender (https); empty: no scheduler phase")
@@ -125,7 +127,12 @@ func run(ctx context.Context, c config) error {
 		logf("setup ok: %d nodes, meters reachable", n)
 		return nil
 	}
-	b := &bench{c: c, cs: cs, w: w, t: t, m: m}
+	procs, err := loadProcs(c.pidDir, map[string]string{"kube-controller-manager": c.kcmPIDFile, "everynode": c.everynodePIDFile})
+	if err != nil {
+		return err
+	}
+	b := &bench{c: c, cs: cs, w: w, t: t, m: m, procs: procs}
+	b.baseline(ctx)
 	start := time.Now()
 	var runs []*runResult
 	var sched []*schedResult

@@ -127,6 +127,7 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 	}
 	fmt.Fprintf(&b, "\n![pods available over time during the rollout](%s)\n", filepath.Base(png))
 	writeStageTable(&b, runs)
+	writeCPUTable(&b, runs)
 	writeSchedTable(&b, sched)
 
 	b.WriteString("\n## Runs\n\n| run | rollout s | update maxUnavailable s | update maxSurge s | join p50 s | join p99 s | pods made | controller requests | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|\n")
@@ -166,6 +167,56 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 		return "", "", fmt.Errorf("writing %s: %w", md, err)
 	}
 	return md, png, nil
+}
+
+// writeCPUTable reports the CPU of every process on the machine, over the
+// rollout and over the whole run: what a system costs beyond its
+// controller (webhook calls in kube-apiserver, extender calls in
+// kube-scheduler), and what kwok got.
+func writeCPUTable(b *strings.Builder, runs []*runResult) {
+	names := map[string]bool{}
+	for _, r := range runs {
+		for n := range r.runCPU {
+			names[n] = true
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	var ns []string
+	for n := range names {
+		if n != total {
+			ns = append(ns, n)
+		}
+	}
+	sort.Strings(ns)
+	ns = append(ns, total)
+	get := func(sys string, f func(*runResult) float64) summary {
+		var xs []float64
+		for _, r := range runs {
+			if r.system == sys {
+				xs = append(xs, f(r))
+			}
+		}
+		return summarize(xs)
+	}
+	cpuOf := func(m func(*runResult) map[string]float64, n string) func(*runResult) float64 {
+		return func(r *runResult) float64 {
+			if v, ok := m(r)[n]; ok {
+				return v
+			}
+			return math.NaN()
+		}
+	}
+	b.WriteString("\n## CPU by process\n\nCPU seconds (utime+stime from /proc) of every process of the cluster and of the benchmark, over the rollout and over the whole run; each run starts once these processes together are back to their idle rate (the wait is the last row).\n\n")
+	b.WriteString("| process | upstream, rollout | everynode, rollout | ratio | upstream, run | everynode, run | ratio |\n|---|---|---|---|---|---|---|\n")
+	for _, n := range ns {
+		ra, re := get(upstream.name, cpuOf(func(r *runResult) map[string]float64 { return r.rolloutCPU }, n)), get(everynode.name, cpuOf(func(r *runResult) map[string]float64 { return r.rolloutCPU }, n))
+		wa, we := get(upstream.name, cpuOf(func(r *runResult) map[string]float64 { return r.runCPU }, n)), get(everynode.name, cpuOf(func(r *runResult) map[string]float64 { return r.runCPU }, n))
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", n, fmtSummary(ra), fmtSummary(re), fmtNum(re.median/ra.median), fmtSummary(wa), fmtSummary(we), fmtNum(we.median/wa.median))
+	}
+	qa, qe := get(upstream.name, func(r *runResult) float64 { return r.quietWait }), get(everynode.name, func(r *runResult) float64 { return r.quietWait })
+	fmt.Fprintf(b, "| (wait for quiet before the run, s) | %s | %s | | | | |\n", fmtSummary(qa), fmtSummary(qe))
 }
 
 // writeSchedTable reports the scheduler phase: plain pods through

@@ -23,6 +23,10 @@ type bench struct {
 	w  *workload
 	t  *tracker
 	m  *meters
+	// procs share the machine; idle is the lowest rate they were seen to
+	// use together, in cores (see quiet).
+	procs procs
+	idle  float64
 }
 
 // point is (seconds since apply, nodes with an available pod).
@@ -48,6 +52,9 @@ type runResult struct {
 	apiserverReqs     float64        // apiserver_request_total delta, every client
 	apiserverByVerb   map[string]float64
 	cpuSeconds, rssMB float64
+	// CPU seconds by process (procs), over the rollout and over the run.
+	rolloutCPU, runCPU map[string]float64
+	quietWait          float64 // seconds waited for the cluster to go quiet
 
 	// During the rollout only.
 	admission         hist // apiserver_admission_webhook_admission_duration_seconds
@@ -77,8 +84,10 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	if err != nil {
 		return nil, err
 	}
+	res.quietWait = b.quiet(ctx, lbl, 5*time.Minute).Seconds()
 	b.t.resetSeen()
 	cpu0, _ := cpuSeconds(pid)
+	all0 := b.procs.cpu()
 	rss := sampleRSS(pid)
 	before := b.m.snapshot(ctx)
 
@@ -91,6 +100,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	}
 	res.rollout = b.wait(ctx, lbl+" rollout", t0, image1, false)
 	rolledOut := time.Now()
+	res.rolloutCPU = cpuDelta(all0, b.procs.cpu())
 	for _, p := range b.t.stageTimes(image1, nil) {
 		res.rolloutStages[0] = append(res.rolloutStages[0], p.bound.Sub(p.seen).Seconds())
 		res.rolloutStages[1] = append(res.rolloutStages[1], p.available.Sub(p.bound).Seconds())
@@ -163,6 +173,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	after := b.m.snapshot(ctx)
 	cpu1, _ := cpuSeconds(pid)
 	res.cpuSeconds = cpu1 - cpu0
+	res.runCPU = cpuDelta(all0, b.procs.cpu())
 	res.rssMB = rss.peak() / (1 << 20)
 	res.podsMade = b.t.podsMade()
 	if extra := b.t.extraPods(); len(extra) > 0 {

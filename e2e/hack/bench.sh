@@ -165,6 +165,7 @@ say "benchmark: $ROUNDS rounds of A (apps/v1) and B (everynode.io/v1alpha1) on $
   --manifest "$ROOT/examples/fluentd-elasticsearch.yaml" \
   --kcm-pid-file "$KWOK_CLUSTER/pids/kube-controller-manager.pid" \
   --everynode-pid-file "$EVERYNODE_PID" \
+  --pid-dir "$KWOK_CLUSTER/pids" \
   --everynode-metrics "http://127.0.0.1:$EVERYNODE_HEALTH_PORT/metrics" \
   --scheduler-metrics "https://127.0.0.1:$sched_port/metrics" \
   --no-extender-scheduler-metrics "https://127.0.0.1:$NOEXT_PORT/metrics" \
