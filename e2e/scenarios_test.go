@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -428,6 +429,69 @@ func TestHandMadeDaemonPodIsRefused(t *testing.T) {
 	if !strings.Contains(err.Error(), "controller") {
 		t.Fatalf("refusal %q does not say why (not created by the controller)", err)
 	}
+}
+
+// The controller's own pods are pinned by /mutate/pod but not sent to
+// /validate/pod (the chart's matchConditions skip the controller's
+// identity, whose pods /mutate/pod already checks): one admission call less
+// per pod. Counted by the API server itself, which decides the skip.
+func TestControllerPodsSkipPodValidation(t *testing.T) {
+	const mutate, validate = "pod.mutate.everynode.io", "pod.validate.everynode.io"
+	sel := map[string]string{scenarioLabel: "skip-" + randSuffix()}
+	nodes := createNodes(t, "skip", 3, sel)
+	ns := newNamespace(t)
+	before := apiserverMetrics(t)
+	createSet(t, simpleSet(ns, "agent", sel))
+	eventually(t, settle, "a pod on every node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+	after := apiserverMetrics(t)
+	delta := func(metric, webhook string) float64 {
+		l := []string{`name="` + webhook + `"`, `operation="CREATE"`}
+		return after.sum(metric, l...) - before.sum(metric, l...)
+	}
+	made := float64(len(nodes))
+	if n := delta("apiserver_admission_webhook_request_total", mutate); n < made {
+		t.Errorf("%s was called %v times for %v pods", mutate, n, made)
+	}
+	if n := delta("apiserver_admission_match_condition_exclusions_total", validate); n < made {
+		t.Errorf("%s was skipped by its matchConditions %v times for %v pods", validate, n, made)
+	}
+	if n := delta("apiserver_admission_webhook_request_total", validate); n != 0 {
+		t.Errorf("%s was called %v times while only the controller created pods", validate, n)
+	}
+}
+
+// promText is a /metrics page.
+type promText string
+
+func apiserverMetrics(t *testing.T) promText {
+	t.Helper()
+	b, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx(t))
+	if err != nil {
+		t.Fatalf("kube-apiserver /metrics: %v", err)
+	}
+	return promText(b)
+}
+
+// sum adds the samples of metric whose labels contain every one of labels
+// (each `key="value"`).
+func (p promText) sum(metric string, labels ...string) float64 {
+	var total float64
+	for _, line := range strings.Split(string(p), "\n") {
+		rest, ok := strings.CutPrefix(line, metric+"{")
+		if !ok {
+			continue
+		}
+		lbls, value, ok := strings.Cut(rest, "} ")
+		if !ok || slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(lbls+",", l+",") }) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.Fields(value)[0], 64); err == nil {
+			total += v
+		}
+	}
+	return total
 }
 
 func everynodeProcess(t *testing.T, args ...string) {

@@ -256,6 +256,14 @@ func TestMutatePodRoute(t *testing.T) {
 			},
 			wantMessage: "everynode DaemonSet logging/gone, is not known",
 		},
+		"owner deleted and created again": {
+			pod: func(t *testing.T) *corev1.Pod {
+				pod := daemonPod(t, ds, "node-1")
+				pod.OwnerReferences[0].UID = "uid-of-an-earlier-set"
+				return pod
+			},
+			wantMessage: "with uid uid-of-an-earlier-set, but that set now has uid",
+		},
 		"node unknown while overrides need it": {
 			pod:         func(t *testing.T) *corev1.Pod { return daemonPod(t, withOverride, "node-7") },
 			wantMessage: `target node "node-7" is not known`,

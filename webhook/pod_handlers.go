@@ -52,6 +52,13 @@ func (m *podMutator) Handle(_ context.Context, req *admissionv1.AdmissionRequest
 			return admission.Forbidden(fmt.Sprintf("pod's owner, everynode DaemonSet %s/%s, is not known (deleted, or not yet in this webhook's cache; the controller retries)", pod.Namespace, ref.Name))
 		case err != nil:
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("look up everynode DaemonSet %s/%s: %w", pod.Namespace, ref.Name, err))
+		case ref.UID != "" && set.UID != ref.UID:
+			// Checked here as well as in /validate/pod: the chart does not
+			// send the controller's own pods to /validate/pod (one call less
+			// per pod), so this is where a pod made for a set that was since
+			// deleted and created again is refused.
+			return admission.Forbidden(fmt.Sprintf("pod's owner reference names everynode DaemonSet %s/%s with uid %s, but that set now has uid %s: it was deleted and created again; the controller retries",
+				pod.Namespace, ref.Name, ref.UID, set.UID))
 		}
 	}
 	var node *corev1.Node

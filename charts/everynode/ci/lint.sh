@@ -56,6 +56,9 @@ has default '"--tls-dns-names=everynode.everynode-system.svc,everynode.everynode
 has default '"--webhook-configurations=everynode,everynode"'
 has default '"--leader-elect=true"'
 has default '"--controller-username=system:serviceaccount:everynode-system:everynode"'
+# /validate/pod skips exactly the identity the controller runs as.
+count default 1 '^    matchConditions:$'
+has default "expression: \"request.userInfo.username != 'system:serviceaccount:everynode-system:everynode'\""
 has default 'image: "ghcr.io/everynode/everynode:0.1.0"'
 has default 'readOnlyRootFilesystem: true'
 has default 'runAsNonRoot: true'
@@ -162,6 +165,10 @@ has scheduler-existing "caData: $CA"
 render single-replica --set replicaCount=1
 has single-replica '^  replicas: 1$'
 hasnt single-replica '^kind: PodDisruptionBudget$'
+
+render own-service-account --set serviceAccount.create=false --set serviceAccount.name=ops-daemons
+has own-service-account '"--controller-username=system:serviceaccount:everynode-system:ops-daemons"'
+has own-service-account "expression: \"request.userInfo.username != 'system:serviceaccount:everynode-system:ops-daemons'\""
 
 render no-leader-election --set leaderElection.enabled=false --set replicaCount=1
 has no-leader-election '"--leader-elect=false"'

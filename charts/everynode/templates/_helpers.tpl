@@ -57,6 +57,14 @@ app.kubernetes.io/component: scheduler
 {{- end }}
 {{- end }}
 
+{{- /*
+The identity the controller creates pods as: the only one /validate/pod lets
+create daemon pods, and the one whose pods it is not even asked about.
+*/}}
+{{- define "everynode.controllerUsername" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "everynode.serviceAccountName" . }}
+{{- end }}
+
 {{- define "everynode.scheduler.fullname" -}}
 {{- printf "%s-scheduler" (include "everynode.fullname" .) }}
 {{- end }}
@@ -152,7 +160,7 @@ outside the cluster (external.url), so both always agree.
 --namespace={{ .Release.Namespace }}
 --leader-elect={{ .Values.leaderElection.enabled }}
 --leader-election-id={{ include "everynode.fullname" . }}
---controller-username=system:serviceaccount:{{ .Release.Namespace }}:{{ include "everynode.serviceAccountName" . }}
+--controller-username={{ include "everynode.controllerUsername" . }}
 --controller-workers={{ .Values.controller.workers }}
 --kube-api-qps={{ .Values.kubeAPI.qps }}
 --kube-api-burst={{ .Values.kubeAPI.burst }}
