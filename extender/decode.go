@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -30,7 +31,8 @@ type request struct {
 	// hasPod is false when the request has no pod (a 400).
 	hasPod bool
 	// daemonPod is the decoded pod when it is a daemon pod, else nil:
-	// nothing reads an ordinary pod.
+	// nothing reads an ordinary pod. decodeArgs fills in its metadata
+	// only, all any verb reads.
 	daemonPod *corev1.Pod
 	// builtinDaemon is true for a pod of a built-in apps DaemonSet, which
 	// no readiness gate holds back.
@@ -160,12 +162,17 @@ func decodeArgs(body []byte) (request, error) {
 	default:
 		req.hasPod = true
 		if label, owner := podMarks(podRaw); label || owner {
-			pod := new(corev1.Pod)
-			if err := json.Unmarshal([]byte(podRaw), pod); err != nil {
+			// Every verb reads only a daemon pod's metadata (labels,
+			// annotations, owner references, name, UID): its spec and
+			// status, most of the bytes, are checked for syntax only.
+			var meta struct {
+				ObjectMeta metav1.ObjectMeta `json:"metadata"`
+			}
+			if err := json.Unmarshal([]byte(podRaw), &meta); err != nil {
 				req.release()
 				return request{}, fmt.Errorf("decode Pod: %w", err)
 			}
-			req.classify(pod)
+			req.classify(&corev1.Pod{ObjectMeta: meta.ObjectMeta})
 		}
 	}
 	return req, nil
