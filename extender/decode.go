@@ -20,8 +20,9 @@ import (
 // than a millisecond per call on 5,000 names, allocating each name twice.
 // This one reads ExtenderArgs in one pass over a single string copy of the
 // body, hands out node names as substrings of it (one allocation for all of
-// them), and decodes the pod only when it may be a daemon pod: an ordinary
-// pod's fields are never read, so they are checked for JSON syntax only.
+// them), and decodes the pod's metadata only when it may be a daemon pod:
+// an ordinary pod's fields, and a daemon pod's spec and status, are never
+// read, so they are checked for JSON syntax only.
 // Anything unusual (escapes, non-ASCII, duplicate keys) goes to
 // encoding/json, so the result is what encoding/json would give; a
 // differential fuzz test (codec_test.go) holds it to that.
