@@ -89,9 +89,6 @@ func TestDecodeArgs(t *testing.T) {
 	}
 }
 
-// checkAgainstEncodingJSON fails unless decodeArgs agrees with
-// encoding/json on body. The one leniency allowed: an ordinary pod is not
-// decoded, so a type error inside it may pass where encoding/json fails.
 // readArgs is ExtenderArgs cut down to what the verbs read, as
 // encoding/json decodes it: the reference decodeArgs is held to. Of a pod,
 // only the metadata is ever read (the rest is checked for syntax only).
@@ -103,6 +100,9 @@ type readArgs struct {
 	NodeNames *[]string
 }
 
+// checkAgainstEncodingJSON fails unless decodeArgs agrees with
+// encoding/json on body. The one leniency allowed: an ordinary pod is not
+// decoded, so a type error inside it may pass where encoding/json fails.
 func checkAgainstEncodingJSON(t *testing.T, body []byte) {
 	t.Helper()
 	got, err := decodeArgs(body)

@@ -93,7 +93,11 @@ up() {
   pki
   audit_policy
   kwokctl_config
-  "$ROOT/bin/everynode" scheduler-config \
+  # No leader election, as in cluster.sh: with it, a stall of the machine
+  # longer than the renew deadline (seen: ~100 s) makes kube-scheduler exit,
+  # and kwokctl does not restart it, so every later run waits for pods that
+  # nothing schedules.
+  "$ROOT/bin/everynode" scheduler-config --no-leader-election \
     --url "$EVERYNODE_URL/extender" --ca-file "$PKI/ca.crt" >"$STATE/scheduler-config.yaml"
   # The nodes are added here, not by cluster-up.sh: its 120 s wait for them
   # to be Ready is too short for thousands of nodes on a busy 2-core machine.
