@@ -69,7 +69,8 @@ kind: KwokctlConfiguration
 # run happens to be going (seen at 1,000 nodes: a B rollout of 24.6 s where
 # the others took 18.8). Nothing here reads node status after the nodes are
 # Ready (the node lifecycle controller is off; node health goes by Leases,
-# which kwok still renews every 40 s), so push the refresh past any run.
+# which kwok still renews every 40 s), so push the refresh past any run:
+# kwokctl multiplies this by its heartbeat factor (5), so every 20 hours.
 options:
   nodeStatusUpdateFrequencyMilliseconds: 14400000
 componentsPatches:
