@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,19 +24,20 @@ type procs map[string]int // name -> pid
 // dir may be empty (then only extra).
 func loadProcs(dir string, extra map[string]string) (procs, error) {
 	p := procs{"bench": os.Getpid()}
+	files := maps.Clone(extra)
 	if dir != "" {
-		files, err := filepath.Glob(filepath.Join(dir, "*.pid"))
+		found, err := filepath.Glob(filepath.Join(dir, "*.pid"))
 		if err != nil {
 			return nil, err
 		}
-		if len(files) == 0 {
+		if len(found) == 0 {
 			return nil, fmt.Errorf("no *.pid files in %s", dir)
 		}
-		for _, f := range files {
-			extra[strings.TrimSuffix(filepath.Base(f), ".pid")] = f
+		for _, f := range found {
+			files[strings.TrimSuffix(filepath.Base(f), ".pid")] = f
 		}
 	}
-	for name, f := range extra {
+	for name, f := range files {
 		pid, err := readPID(f)
 		if err != nil {
 			return nil, err
