@@ -13,6 +13,8 @@
 #   QPS=50 BURST=100  client QPS and burst of BOTH controllers
 #   KCM_CONTROLLERS   kube-controller-manager --controllers
 #                     (default daemonset-controller: only what the comparison needs)
+#   KWOK_POD_WORKERS=32  kwok's pod workers (its own default, 4, times kwok
+#                     instead of the controllers at 5,000 nodes; see below)
 #   KEEP_CLUSTER=1    leave the cluster up at the end (default: tear it down)
 #   REUSE_CLUSTER=1   reuse a running bench cluster (skips `up`)
 #   BENCH_ARGS        extra flags for the bench program (e.g. --join=50)
@@ -31,6 +33,7 @@ ROUNDS="${ROUNDS:-3}"
 QPS="${QPS:-50}"
 BURST="${BURST:-100}"
 KCM_CONTROLLERS="${KCM_CONTROLLERS:-daemonset-controller}"
+KWOK_POD_WORKERS="${KWOK_POD_WORKERS:-32}"
 KWOK_CLUSTER="$KWOK_WORKDIR/clusters/$CLUSTER_NAME"
 # Leader election is off for both controllers: on a busy machine a slow
 # Lease renewal makes either one exit in the middle of a run, and a single
@@ -85,6 +88,19 @@ componentsPatches:
 - name: kube-apiserver
   extraArgs:
   - {key: audit-log-maxsize, value: "0"}
+---
+# kwok plays every kubelet with 4 pod workers by default, each making one
+# request at a time (a status patch to make a pod Ready, two deletes to
+# remove one), so kwok's pace is 4 / kube-apiserver's latency. A rolling
+# update at QPS 50 needs ~75 such requests a second; at 5,000 nodes on two
+# cores, kube-apiserver's latency rises enough that 4 workers fall behind,
+# pods then wait up to ~12 s to turn Ready, and the controller, out of
+# maxUnavailable budget, waits with them: the benchmark would time kwok. A
+# real cluster has a kubelet per node, so give kwok enough workers to keep up.
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: $KWOK_POD_WORKERS
 YAML
 }
 
@@ -175,7 +191,7 @@ say "benchmark: $ROUNDS rounds of A (apps/v1) and B (everynode.io/v1alpha1) on $
 "$STATE/bench" \
   --kubeconfig "$KUBECONFIG" \
   --nodes "$NODES" --rounds "$ROUNDS" --qps "$QPS" --burst "$BURST" \
-  --kcm-controllers "$KCM_CONTROLLERS" \
+  --kcm-controllers "$KCM_CONTROLLERS" --kwok-pod-workers "$KWOK_POD_WORKERS" \
   --manifest "$ROOT/examples/fluentd-elasticsearch.yaml" \
   --kcm-pid-file "$KWOK_CLUSTER/pids/kube-controller-manager.pid" \
   --everynode-pid-file "$EVERYNODE_PID" \
