@@ -97,10 +97,22 @@ componentsPatches:
 # pods then wait up to ~12 s to turn Ready, and the controller, out of
 # maxUnavailable budget, waits with them: the benchmark would time kwok. A
 # real cluster has a kubelet per node, so give kwok enough workers to keep up.
+# kwok does not default the fields of a configuration it is given (a missing
+# parallelism is 0, and kwok exits), so the rest are kwok v0.8's defaults.
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options:
   podPlayStageParallelism: $KWOK_POD_WORKERS
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enablePodsOnNodeSyncListPager: true
+  enablePodsOnNodeSyncStreamWatch: false
+  cidr: 10.0.0.0/24
+  manageAllNodes: true
+  enableDebuggingHandlers: true
+  enableContentionProfiling: false
+  enableProfilingHandler: true
 YAML
 }
 
