@@ -9,7 +9,8 @@ import (
 // The node join, split where the benchmark can see it: every boundary is a
 // call it made or a watch event it received, the same for both systems.
 var joinStageNames = [...]string{
-	"node created → taint lifted (the benchmark's own calls)",
+	"node created → node Ready (kwok takes the node on)",
+	"node Ready → taint lifted (the benchmark, as the node lifecycle controller)",
 	"taint lifted → pod seen (controller: node event, sync, admission, create)",
 	"pod seen → pod bound (kube-scheduler, with the extender for everynode)",
 	"pod bound → pod available (kwok's kubelet)",
@@ -32,7 +33,8 @@ func joinStages(nodes map[string]nodeTimes, pods map[string]podTimes) [len(joinS
 
 func stageDurations(nt nodeTimes, p podTimes) [len(joinStageNames)]time.Duration {
 	return [...]time.Duration{
-		nt.untainted.Sub(nt.created),
+		nt.ready.Sub(nt.created),
+		nt.untainted.Sub(nt.ready),
 		p.seen.Sub(nt.untainted),
 		p.bound.Sub(p.seen),
 		p.available.Sub(p.bound),

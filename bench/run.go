@@ -140,7 +140,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	// 3. Node join.
 	b.settle(ctx, lbl)
 	logf("%s %d nodes join", lbl, b.c.join)
-	created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s", round, s.name), b.c.join)
+	created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s", round, s.name), b.c.join, b.c.phaseTimeout)
 	if err != nil {
 		rss.peak()
 		return nil, err
