@@ -118,17 +118,23 @@ type nodeTimes struct{ created, ready, untainted time.Time }
 // first seen Ready.
 type readyWaiter struct {
 	mu    sync.Mutex
-	ready map[string]chan struct{}
-	at    map[string]time.Time
+	nodes map[string]*readySignal
 	// done is closed when the watch ends; a node not Ready by then is
 	// waited for no longer (its caller says so).
 	done chan struct{}
 }
 
+// readySignal is one joining node: ch is closed, and at set, when it is
+// first seen Ready.
+type readySignal struct {
+	ch chan struct{}
+	at time.Time
+}
+
 func newReadyWaiter(names []string) *readyWaiter {
-	r := &readyWaiter{ready: map[string]chan struct{}{}, at: map[string]time.Time{}, done: make(chan struct{})}
+	r := &readyWaiter{nodes: map[string]*readySignal{}, done: make(chan struct{})}
 	for _, n := range names {
-		r.ready[n] = make(chan struct{})
+		r.nodes[n] = &readySignal{ch: make(chan struct{})}
 	}
 	return r
 }
@@ -142,11 +148,9 @@ func (r *readyWaiter) run(events <-chan watch.Event) {
 			continue
 		}
 		r.mu.Lock()
-		if ch, ok := r.ready[node.Name]; ok {
-			if _, seen := r.at[node.Name]; !seen {
-				r.at[node.Name] = time.Now()
-				close(ch)
-			}
+		if sig, ok := r.nodes[node.Name]; ok && sig.at.IsZero() {
+			sig.at = time.Now()
+			close(sig.ch)
 		}
 		r.mu.Unlock()
 	}
@@ -156,7 +160,7 @@ func (r *readyWaiter) run(events <-chan watch.Event) {
 // passed or the watch has ended first.
 func (r *readyWaiter) wait(ctx context.Context, name string, timeout time.Duration) (time.Time, error) {
 	r.mu.Lock()
-	ch, ok := r.ready[name]
+	sig, ok := r.nodes[name]
 	r.mu.Unlock()
 	if !ok {
 		return time.Time{}, fmt.Errorf("node %s is not one of the joining nodes", name)
@@ -164,11 +168,11 @@ func (r *readyWaiter) wait(ctx context.Context, name string, timeout time.Durati
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
-	case <-ch:
+	case <-sig.ch:
 	case <-r.done:
 		// The watch may have delivered the Ready just before it ended.
 		select {
-		case <-ch:
+		case <-sig.ch:
 		default:
 			return time.Time{}, fmt.Errorf("node %s: the watch of joining nodes ended before kwok reported it Ready", name)
 		}
@@ -179,9 +183,11 @@ func (r *readyWaiter) wait(ctx context.Context, name string, timeout time.Durati
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.at[name], nil
+	return sig.at, nil
 }
 
+// nodeReady reports whether the node's Ready condition is True (the
+// controller has the same few lines, unexported, in another module).
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
