@@ -52,8 +52,10 @@ type runResult struct {
 	apiserverReqs     float64        // apiserver_request_total delta, every client
 	apiserverByVerb   map[string]float64
 	cpuSeconds, rssMB float64
-	// CPU seconds by process (procs), over the rollout and over the run.
-	rolloutCPU, runCPU map[string]float64
+	// CPU seconds by process (procs), over the rollout, over the node join
+	// (from the first create until the last joined node's pod is
+	// available) and over the run.
+	rolloutCPU, joinCPU, runCPU map[string]float64
 	quietWait          float64 // seconds waited for the cluster to go quiet
 
 	// During the rollout only.
@@ -140,6 +142,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	// 3. Node join.
 	b.settle(ctx, lbl)
 	logf("%s %d nodes join", lbl, b.c.join)
+	join0 := b.procs.cpu()
 	created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s", round, s.name), b.c.join, b.c.phaseTimeout)
 	if err != nil {
 		rss.peak()
@@ -153,6 +156,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	for len(b.t.availableTimes(image3, joined)) < len(joined) && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
 	}
+	res.joinCPU = cpuDelta(join0, b.procs.cpu())
 	var lat []time.Duration
 	for n, at := range b.t.availableTimes(image3, joined) {
 		lat = append(lat, at.Sub(created[n].created))

@@ -44,18 +44,22 @@ export EVERYNODE_ARGS="--kube-api-qps=$QPS --kube-api-burst=$BURST --leader-elec
 # The audit log is how requests are told apart by client (user agent):
 # apiserver_request_total has no client label, and kube-controller-manager,
 # kube-scheduler and kwok all share kwokctl's admin identity. Metadata level,
-# one event per request; node heartbeats (leases, nodes/status) are left out
-# because no controller under test makes them and they would swamp the log.
+# one event per request. Lease renewals (one per node every 10 s) are left
+# out: no controller under test makes them and they would swamp the log.
+# Lease creates and node status patches stay in: they are how kwok takes a
+# joining node on (lease first, then the node-initialize patch that makes it
+# Ready), so the log shows where a join's first stage spends its time.
 audit_policy() {
   cat >"$STATE/audit-policy.yaml" <<'YAML'
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
 rules:
-- level: None
+- level: Metadata
+  verbs: [create]
   resources: [{group: coordination.k8s.io, resources: [leases]}]
 - level: None
-  resources: [{group: "", resources: [nodes/status]}]
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
 - level: None
   nonResourceURLs: ["/metrics", "/healthz*", "/readyz*", "/livez*", "/version", "/openapi*", "/api", "/apis", "/api/*", "/apis/*"]
 - level: Metadata
