@@ -22,7 +22,7 @@ type config struct {
 	nodes, rounds, join                int
 	qps, burst                         int
 	kcmControllers                     string
-	kwokPodWorkers                     int
+	kwokPodWorkers, kwokNodeWorkers    int
 	kcmPIDFile, everynodePIDFile       string
 	pidDir                             string
 	everynodeMetrics, schedulerMetrics string
@@ -52,6 +52,7 @@ func main() {
 	flag.IntVar(&c.burst, "burst", 100, "client burst of both controllers (for the report)")
 	flag.StringVar(&c.kcmControllers, "kcm-controllers", "", "kube-controller-manager --controllers (for the report)")
 	flag.IntVar(&c.kwokPodWorkers, "kwok-pod-workers", 0, "kwok's podPlayStageParallelism (for the report; 0: kwok's default, 4)")
+	flag.IntVar(&c.kwokNodeWorkers, "kwok-node-workers", 0, "kwok's nodeLeaseParallelism and nodePlayStageParallelism (for the report; 0: kwok's default, 4)")
 	flag.StringVar(&c.kcmPIDFile, "kcm-pid-file", "", "pid file of kube-controller-manager")
 	flag.StringVar(&c.everynodePIDFile, "everynode-pid-file", "", "pid file of everynode")
 	flag.StringVar(&c.pidDir, "pid-dir", "", "directory of the control plane's pid files (kwokctl's pids/), for CPU by process and the quiet wait before each run")

@@ -108,12 +108,14 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 	fmt.Fprintf(&b, "# everynode vs. the built-in DaemonSet controller, %d nodes\n\n", c.nodes)
 	fmt.Fprintf(&b, "%s, everynode %s, %d rounds of A (apps/v1, kube-controller-manager) and B (everynode.io/v1alpha1) alternated, ",
 		start.Format("2006-01-02 15:04"), c.rev, c.rounds)
-	kwokWorkers := c.kwokPodWorkers
-	if kwokWorkers == 0 {
-		kwokWorkers = 4 // kwok's own default
+	orKwokDefault := func(n int) int {
+		if n == 0 {
+			return 4 // kwok's own default for each kind of worker
+		}
+		return n
 	}
-	fmt.Fprintf(&b, "kwok nodes (%d pod workers) on one local control plane (`make bench`). Both controllers at client QPS %d, burst %d; kube-controller-manager with `--controllers=%s`. ",
-		kwokWorkers, c.qps, c.burst, c.kcmControllers)
+	fmt.Fprintf(&b, "kwok nodes (%d pod workers, %d node and %d lease workers) on one local control plane (`make bench`). Both controllers at client QPS %d, burst %d; kube-controller-manager with `--controllers=%s`. ",
+		orKwokDefault(c.kwokPodWorkers), orKwokDefault(c.kwokNodeWorkers), orKwokDefault(c.kwokNodeWorkers), c.qps, c.burst, c.kcmControllers)
 	fmt.Fprintf(&b, "Each cell: median (min–max) over the runs. Ratio = everynode / upstream of the medians; **bold** = a target of issue 8 (≤ 1.0) missed.\n\n")
 	b.WriteString("| figure | unit | upstream (apps/v1) | everynode | ratio |\n|---|---|---|---|---|\n")
 	for _, f := range figures {

@@ -15,6 +15,8 @@
 #                     (default daemonset-controller: only what the comparison needs)
 #   KWOK_POD_WORKERS=32  kwok's pod workers (its own default, 4, times kwok
 #                     instead of the controllers at 5,000 nodes; see below)
+#   KWOK_NODE_WORKERS=32 kwok's node lease and node stage workers (with its
+#                     default, 4, a node join times kwok's queue; see below)
 #   KEEP_CLUSTER=1    leave the cluster up at the end (default: tear it down)
 #   REUSE_CLUSTER=1   reuse a running bench cluster (skips `up`)
 #   BENCH_ARGS        extra flags for the bench program (e.g. --join=50)
@@ -34,6 +36,7 @@ QPS="${QPS:-50}"
 BURST="${BURST:-100}"
 KCM_CONTROLLERS="${KCM_CONTROLLERS:-daemonset-controller}"
 KWOK_POD_WORKERS="${KWOK_POD_WORKERS:-32}"
+KWOK_NODE_WORKERS="${KWOK_NODE_WORKERS:-32}"
 KWOK_CLUSTER="$KWOK_WORKDIR/clusters/$CLUSTER_NAME"
 # Leader election is off for both controllers: on a busy machine a slow
 # Lease renewal makes either one exit in the middle of a run, and a single
@@ -101,14 +104,21 @@ componentsPatches:
 # pods then wait up to ~12 s to turn Ready, and the controller, out of
 # maxUnavailable budget, waits with them: the benchmark would time kwok. A
 # real cluster has a kubelet per node, so give kwok enough workers to keep up.
+# The same holds for nodes: kwok takes a new node on by creating its Lease
+# (4 lease workers, which also renew every node's Lease every 10 s) and then
+# patching it Ready (4 node workers). 50 nodes joining at once queue 12 deep
+# at each, so the join's first stage was ~12 kube-apiserver round trips, and
+# whichever system loaded kube-apiserver more at that moment (everynode, whose
+# first pods arrive sooner) had its later nodes taken on later: a join p99
+# that timed kwok's queue. A real node's kubelet does both for itself.
 # kwok does not default the fields of a configuration it is given (a missing
 # parallelism is 0, and kwok exits), so the rest are kwok v0.8's defaults.
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options:
   podPlayStageParallelism: $KWOK_POD_WORKERS
-  nodePlayStageParallelism: 4
-  nodeLeaseParallelism: 4
+  nodePlayStageParallelism: $KWOK_NODE_WORKERS
+  nodeLeaseParallelism: $KWOK_NODE_WORKERS
   podsOnNodeSyncParallelism: 1
   enablePodsOnNodeSyncListPager: true
   enablePodsOnNodeSyncStreamWatch: false
@@ -207,7 +217,7 @@ say "benchmark: $ROUNDS rounds of A (apps/v1) and B (everynode.io/v1alpha1) on $
 "$STATE/bench" \
   --kubeconfig "$KUBECONFIG" \
   --nodes "$NODES" --rounds "$ROUNDS" --qps "$QPS" --burst "$BURST" \
-  --kcm-controllers "$KCM_CONTROLLERS" --kwok-pod-workers "$KWOK_POD_WORKERS" \
+  --kcm-controllers "$KCM_CONTROLLERS" --kwok-pod-workers "$KWOK_POD_WORKERS" --kwok-node-workers "$KWOK_NODE_WORKERS" \
   --manifest "$ROOT/examples/fluentd-elasticsearch.yaml" \
   --kcm-pid-file "$KWOK_CLUSTER/pids/kube-controller-manager.pid" \
   --everynode-pid-file "$EVERYNODE_PID" \
