@@ -56,7 +56,7 @@ type runResult struct {
 	// (from the first create until the last joined node's pod is
 	// available) and over the run.
 	rolloutCPU, joinCPU, runCPU map[string]float64
-	quietWait          float64 // seconds waited for the cluster to go quiet
+	quietWait                   float64 // seconds waited for the cluster to go quiet
 
 	// During the rollout only.
 	admission         hist // apiserver_admission_webhook_admission_duration_seconds
