@@ -15,7 +15,6 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -69,8 +68,18 @@ type Config struct {
 	Revisions  appsinformers.ControllerRevisionInformer
 
 	// Recorder records events on sets. Optional: when nil the controller
-	// makes its own, writing events through KubeClient while Run runs.
+	// makes its own, writing events through KubeClient (EventClient when
+	// Budget is set) while Run runs.
 	Recorder record.EventRecorder
+	// Budget, when set, is the client-side rate limit that KubeClient and
+	// Client draw on (package budget), and the controller spends it on pod
+	// work first: a status write that only moves counts waits for a spare
+	// token (up to MaxStatusStaleness), and so does a Normal event (up to
+	// MaxEventDelay). Events then go through EventClient, which must not be
+	// rate limited itself: each takes its token from Budget.
+	Budget RequestBudget
+	// EventClient writes events when Budget is set.
+	EventClient kubernetes.Interface
 	// Clock is optional, for tests.
 	Clock clock.WithTicker
 	// BurstReplicas caps creations and deletions per sync; 0 means
@@ -89,17 +98,35 @@ func (c *Config) validate() error {
 	if c.DaemonSets == nil || c.Pods == nil || c.Nodes == nil || c.Revisions == nil {
 		errs = append(errs, errors.New("the DaemonSets, Pods, Nodes and Revisions informers are required"))
 	}
+	if c.Budget != nil && c.EventClient == nil && c.Recorder == nil {
+		errs = append(errs, errors.New("EventClient is required with a Budget"))
+	}
 	if c.BurstReplicas < 0 {
 		errs = append(errs, fmt.Errorf("BurstReplicas must not be negative, got %d", c.BurstReplicas))
 	}
 	return errors.Join(errs...)
 }
 
+// RequestBudget is the client-side rate limit the controller's requests
+// share, as package budget implements it.
+type RequestBudget interface {
+	// Spare reports whether a request could go now without delaying any
+	// that waits for a token.
+	Spare() bool
+	// Wait takes a token first come, first served.
+	Wait(ctx context.Context) error
+	// WaitSpare takes a spare token, waiting at most maxDelay for one
+	// before it queues as Wait does.
+	WaitSpare(ctx context.Context, maxDelay time.Duration) error
+}
+
 // Controller keeps every everynode DaemonSet's pods, revisions and status
 // in line with its spec. Make it with New and start it with Run.
 type Controller struct {
-	kubeClient kubernetes.Interface
-	client     versioned.Interface
+	kubeClient  kubernetes.Interface
+	client      versioned.Interface
+	eventClient kubernetes.Interface
+	budget      RequestBudget // nil: requests take tokens in the order they come
 
 	setLister  everynodelisters.DaemonSetLister
 	setIndexer cache.Indexer
@@ -145,13 +172,15 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		burst = BurstReplicas
 	}
 	c := &Controller{
-		kubeClient: cfg.KubeClient,
-		client:     cfg.Client,
-		setLister:  cfg.DaemonSets.Lister(),
-		setIndexer: cfg.DaemonSets.Informer().GetIndexer(),
-		podIndexer: cfg.Pods.Informer().GetIndexer(),
-		nodeLister: cfg.Nodes.Lister(),
-		revIndexer: cfg.Revisions.Informer().GetIndexer(),
+		kubeClient:  cfg.KubeClient,
+		client:      cfg.Client,
+		eventClient: cfg.EventClient,
+		budget:      cfg.Budget,
+		setLister:   cfg.DaemonSets.Lister(),
+		setIndexer:  cfg.DaemonSets.Informer().GetIndexer(),
+		podIndexer:  cfg.Pods.Informer().GetIndexer(),
+		nodeLister:  cfg.Nodes.Lister(),
+		revIndexer:  cfg.Revisions.Informer().GetIndexer(),
 		synced: []cache.InformerSynced{
 			cfg.DaemonSets.Informer().HasSynced,
 			cfg.Pods.Informer().HasSynced,
@@ -218,7 +247,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx)
 	if c.broadcaster != nil {
 		c.broadcaster.StartStructuredLogging(3)
-		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")})
+		c.broadcaster.StartRecordingToSink(c.eventSink(ctx))
 		defer c.broadcaster.Shutdown()
 	}
 

@@ -1,5 +1,14 @@
 package controller
 
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
 // Event reasons the controller records on a DaemonSet. They are part of the
 // user interface (`kubectl describe`, `kubectl get events`): keep them stable.
 const (
@@ -23,3 +32,65 @@ const (
 	// taken by different data; collisionCount was raised.
 	ReasonRevisionCollision = "RevisionCollision"
 )
+
+// MaxEventDelay bounds how long a Normal event waits for a spare token of
+// the controller's budget before it queues with the pod work. A rollout
+// emits one SuccessfulCreate per pod; the event correlator sends the first
+// 25 or so of each set and drops the rest, but those 25 are requests, and
+// at QPS 50 half a second by which they would push the rollout's last pod
+// back. Two minutes covers a 5,000-node rollout at the default QPS.
+const MaxEventDelay = 2 * time.Minute
+
+// eventSink is where the controller's broadcaster writes events: through
+// KubeClient, or, with a Budget, through EventClient with each request's
+// token taken from the budget.
+func (c *Controller) eventSink(ctx context.Context) record.EventSink {
+	if c.budget == nil {
+		return &typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")}
+	}
+	return budgetedSink{
+		ctx:    ctx,
+		budget: c.budget,
+		sink:   &typedcorev1.EventSinkImpl{Interface: c.eventClient.CoreV1().Events("")},
+	}
+}
+
+// budgetedSink takes a token from the budget before each write: a Warning
+// (a failure someone must see) in turn with the pod work, a Normal event
+// only a spare one, up to MaxEventDelay late. The broadcaster writes from
+// one goroutine with a bounded queue, so a waiting event never blocks the
+// controller; events queued past that bound are dropped, as the correlator
+// would have dropped them.
+type budgetedSink struct {
+	ctx    context.Context
+	budget RequestBudget
+	sink   record.EventSink
+}
+
+func (s budgetedSink) take(e *corev1.Event) error {
+	if e.Type == corev1.EventTypeWarning {
+		return s.budget.Wait(s.ctx)
+	}
+	return s.budget.WaitSpare(s.ctx, MaxEventDelay)
+}
+
+func (s budgetedSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	if err := s.take(e); err != nil {
+		return nil, err
+	}
+	return s.sink.Create(e)
+}
+
+func (s budgetedSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	if err := s.take(e); err != nil {
+		return nil, err
+	}
+	return s.sink.Update(e)
+}
+
+func (s budgetedSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	if err := s.take(e); err != nil {
+		return nil, err
+	}
+	return s.sink.Patch(e, data)
+}

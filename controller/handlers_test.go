@@ -213,6 +213,8 @@ func TestConfigValidation(t *testing.T) {
 		"no clientset":      {mod: func(c *Config) { c.Client = nil }, wantErr: "Client is required"},
 		"no informer":       {mod: func(c *Config) { c.Nodes = nil }, wantErr: "informers are required"},
 		"negative burst":    {mod: func(c *Config) { c.BurstReplicas = -1 }, wantErr: "BurstReplicas"},
+		"budget, no events": {mod: func(c *Config) { c.Budget = &fakeBudget{} }, wantErr: "EventClient"},
+		"budget and events": {mod: func(c *Config) { c.Budget, c.EventClient = &fakeBudget{}, f.kube }},
 		"complete is valid": {mod: func(*Config) {}},
 	}
 	for name, tc := range tests {

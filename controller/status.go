@@ -234,8 +234,14 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, cur *appsv1.C
 		return nil
 	}
 	if !urgentStatusChange(&ds.Status, &status) {
-		if wait := c.statusWrites.wait(ds, v.now); wait > 0 {
-			c.enqueueAfter(ds, wait)
+		interval := c.statusWrites.interval
+		if c.budget != nil && !c.budget.Spare() {
+			interval = max(interval, MaxStatusStaleness)
+		}
+		if wait := c.statusWrites.wait(ds, v.now, interval); wait > 0 {
+			// Look again within the usual interval: the budget may have a
+			// spare token by then.
+			c.enqueueAfter(ds, min(wait, StatusWriteInterval))
 			return nil
 		}
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -92,6 +93,90 @@ func TestStatusWrites(t *testing.T) {
 	}
 	if st := f.set(ds).Status; st.NumberAvailable != 3 {
 		t.Errorf("stored numberAvailable = %d, want 3", st.NumberAvailable)
+	}
+}
+
+// fakeBudget is a RequestBudget whose spareness the test sets.
+type fakeBudget struct {
+	spare bool
+	err   error
+	// waits and spareWaits count the tokens taken each way; maxDelays
+	// are the WaitSpare arguments.
+	waits, spareWaits int
+	maxDelays         []time.Duration
+}
+
+func (b *fakeBudget) Spare() bool { return b.spare }
+
+func (b *fakeBudget) Wait(context.Context) error {
+	b.waits++
+	return b.err
+}
+
+func (b *fakeBudget) WaitSpare(_ context.Context, maxDelay time.Duration) error {
+	b.spareWaits++
+	b.maxDelays = append(b.maxDelays, maxDelay)
+	return b.err
+}
+
+// TestStatusWritesYieldToPodWork checks that while the request budget has
+// no spare token, counts alone are written only every MaxStatusStaleness
+// (the set rechecked every StatusWriteInterval), while a condition change
+// still goes at once; and that a spare token brings back the usual
+// interval.
+func TestStatusWritesYieldToPodWork(t *testing.T) {
+	f := newFixture(t)
+	f.c.statusWrites.interval = StatusWriteInterval
+	b := &fakeBudget{}
+	f.c.budget = b
+	addNodes(f, 3)
+	ds := newSet("agent")
+	hash := addSetWithRevision(f, ds)
+	for _, n := range []string{"node-0", "node-1", "node-2"} {
+		f.add(newPod(ds, n, hash, notReady))
+	}
+	// The first write observes the generation: urgent, budget or not.
+	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 1 {
+		t.Fatalf("first sync wrote %d statuses, want 1", len(got))
+	}
+
+	// Counts alone, past the usual interval but within the staleness
+	// bound: held back, rechecked in a second.
+	f.queue.takeDelayed()
+	f.clock.Step(2 * time.Second)
+	f.setReady(ds, "node-0", true)
+	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 0 {
+		t.Errorf("counts-only change with no spare token wrote %d times, want 0", len(got))
+	}
+	if d := f.queue.takeDelayed(); len(d) != 1 || d[0].after != StatusWriteInterval {
+		t.Errorf("requeues = %v, want one after %s", d, StatusWriteInterval)
+	}
+	// At the staleness bound the counts go out anyway.
+	f.clock.Step(MaxStatusStaleness - 2*time.Second)
+	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 1 || got[0].NumberReady != 1 {
+		t.Fatalf("at MaxStatusStaleness wrote %+v, want one status with 1 ready", got)
+	}
+
+	// With a spare token, counts alone are spaced by the usual interval.
+	b.spare = true
+	f.queue.takeDelayed()
+	f.clock.Step(StatusWriteInterval)
+	f.setReady(ds, "node-1", true)
+	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 1 || got[0].NumberReady != 2 {
+		t.Errorf("counts-only change with a spare token after the interval wrote %+v, want one status with 2 ready", got)
+	}
+
+	// With none again, a condition changing is still not held back.
+	b.spare = false
+	f.clock.Step(10 * time.Millisecond)
+	f.setReady(ds, "node-2", true)
+	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 1 {
+		t.Fatalf("Available turning True with no spare token wrote %d times, want 1 at once", len(got))
 	}
 }
 

@@ -44,12 +44,14 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	}
 
 	ctrl, err := controller.New(ctx, controller.Config{
-		KubeClient: cfg.clients.controllerKube,
-		Client:     cfg.clients.controllerEverynode,
-		DaemonSets: setInformer,
-		Pods:       podInformer,
-		Nodes:      nodeInformer,
-		Revisions:  cfg.kubeFactory.Apps().V1().ControllerRevisions(),
+		KubeClient:  cfg.clients.controllerKube,
+		Client:      cfg.clients.controllerEverynode,
+		Budget:      cfg.clients.budget,
+		EventClient: cfg.clients.controllerEvents,
+		DaemonSets:  setInformer,
+		Pods:        podInformer,
+		Nodes:       nodeInformer,
+		Revisions:   cfg.kubeFactory.Apps().V1().ControllerRevisions(),
 	})
 	if err != nil {
 		return nil, err

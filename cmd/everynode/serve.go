@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/budget"
 	"everynode.io/everynode/certs"
 	versioned "everynode.io/everynode/client/clientset/versioned"
 	everynodeinformers "everynode.io/everynode/client/informers/externalversions"
@@ -74,13 +75,20 @@ func addKlogFlags(cmd *cobra.Command) {
 // own: its pod creations, status writes, revisions and events share one
 // --kube-api-qps budget (the figure compared with upstream's), apart from
 // the informers' watches, the webhooks' dry runs and leader election.
+// Unlike kube-controller-manager's, that budget goes to pod work first
+// (package budget): events and count-only status writes take the tokens
+// the pod work leaves.
 type clients struct {
 	config    *rest.Config
 	kube      kubernetes.Interface
 	everynode versioned.Interface
 
+	budget              *budget.Bucket
 	controllerKube      kubernetes.Interface
 	controllerEverynode versioned.Interface
+	// controllerEvents is not rate limited itself: the controller takes
+	// each event's token from budget.
+	controllerEvents kubernetes.Interface
 }
 
 func newClients(o *serveOptions) (*clients, error) {
@@ -96,10 +104,18 @@ func newClients(o *serveOptions) (*clients, error) {
 	if c.kube, c.everynode, err = newClientsets(config); err != nil {
 		return nil, err
 	}
-	// Two clientsets, one token bucket.
+	// Three clientsets, one token bucket.
+	if c.budget, err = budget.New(o.kubeAPIQPS, o.kubeAPIBurst); err != nil {
+		return nil, err
+	}
 	controllerConfig := rest.CopyConfig(config)
-	controllerConfig.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.kubeAPIQPS, o.kubeAPIBurst)
+	controllerConfig.RateLimiter = c.budget
 	if c.controllerKube, c.controllerEverynode, err = newClientsets(controllerConfig); err != nil {
+		return nil, err
+	}
+	eventConfig := rest.CopyConfig(config)
+	eventConfig.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	if c.controllerEvents, _, err = newClientsets(eventConfig); err != nil {
 		return nil, err
 	}
 	return c, nil
