@@ -6,8 +6,8 @@
 // for) takes tokens first come, first served, exactly as client-go's token
 // bucket does. Bookkeeping that can wait (Normal events, status writes that
 // only move counts) takes a token only when one is spare: when the bucket
-// holds more than a reserve, which it does only once the pod work has
-// stopped queueing for tokens.
+// is full, which it is only once the pod work has left it alone long enough
+// to refill (burst/QPS, 2 s at the defaults).
 //
 // At a given QPS, a phase of pod work ends when its last request gets a
 // token. Upstream's controller interleaves its events and status writes
@@ -41,10 +41,12 @@ type Bucket struct {
 	clock   clock.Clock
 	limiter *rate.Limiter
 	qps     float32
-	// reserve is what a deferred request must leave in the bucket: half the
-	// burst, so bookkeeping goes only while the controller uses less than
-	// half its burst, never in the short gaps between a sync's batches.
-	reserve float64
+	// burst is the bucket's size. A token is spare only when the bucket is
+	// full: any level below would let bookkeeping in while a rollout is
+	// still drawing the bucket down from full, and every token it takes
+	// then is one the rollout's last request waits for (in a 1,000-node
+	// rollout, a half-full threshold let 12 of its 25 events go first).
+	burst float64
 	// mu makes a deferred request's check and take one step, so two of them
 	// cannot both see the same spare token.
 	mu sync.Mutex
@@ -65,7 +67,7 @@ func newBucket(qps float32, burst int, clk clock.Clock) (*Bucket, error) {
 		clock:   clk,
 		limiter: rate.NewLimiter(rate.Limit(qps), burst),
 		qps:     qps,
-		reserve: float64(burst / 2),
+		burst:   float64(burst),
 	}, nil
 }
 
@@ -106,11 +108,10 @@ func (b *Bucket) QPS() float32 { return b.qps }
 func (b *Bucket) Stop() {}
 
 // Spare reports whether a token could be taken now without delaying pod
-// work: nothing is queued for a token and more than the reserve is left.
-// Tokens promised to waiting requests are already taken out of the bucket,
-// so a queue shows as a bucket below zero.
+// work: the bucket is full. (Tokens promised to waiting requests are taken
+// out of it at once, so a queue shows as a bucket below zero.)
 func (b *Bucket) Spare() bool {
-	return b.limiter.TokensAt(b.clock.Now()) >= b.reserve+1
+	return b.limiter.TokensAt(b.clock.Now()) >= b.burst
 }
 
 // WaitSpare takes a spare token, waiting up to maxDelay for one; after
@@ -139,5 +140,5 @@ func (b *Bucket) WaitSpare(ctx context.Context, maxDelay time.Duration) error {
 func (b *Bucket) takeSpare(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.limiter.TokensAt(now) >= b.reserve+1 && b.limiter.AllowN(now, 1)
+	return b.limiter.TokensAt(now) >= b.burst && b.limiter.AllowN(now, 1)
 }

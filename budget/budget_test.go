@@ -35,36 +35,27 @@ func TestNewRejectsAnEmptyBudget(t *testing.T) {
 	}
 }
 
-// Spare follows the tokens left: above half the burst, and only once
-// requests queued for a token have had theirs.
+// Spare holds while the bucket is full, and comes back only once requests
+// queued past its content have had their tokens and it has refilled.
 func TestSpare(t *testing.T) {
-	b, clk := newFake(t, 10, 10) // reserve 5
+	b, clk := newFake(t, 10, 10)
 	if !b.Spare() {
 		t.Fatal("a full bucket is not spare")
 	}
-	for range 4 {
-		if !b.TryAccept() {
-			t.Fatal("TryAccept failed on a bucket with tokens")
-		}
+	if !b.TryAccept() {
+		t.Fatal("TryAccept failed on a full bucket")
 	}
-	if !b.Spare() {
-		t.Fatal("6 of 10 tokens left, reserve 5: want spare")
-	}
-	b.TryAccept()
 	if b.Spare() {
-		t.Fatal("5 of 10 tokens left, reserve 5: want not spare")
+		t.Fatal("9 of 10 tokens left: want not spare")
 	}
 	clk.Step(100 * time.Millisecond) // one token back
 	if !b.Spare() {
-		t.Fatal("refilled to 6: want spare")
+		t.Fatal("refilled: want spare")
 	}
 
-	// Queue three requests past the bucket's content: the bucket goes below
-	// zero, and stays not spare until they have had their tokens and the
-	// reserve has refilled.
-	for range 6 + 3 {
-		r := b.limiter.ReserveN(clk.Now(), 1)
-		if !r.OK() {
+	// Queue three requests past the bucket's content: it goes below zero.
+	for range 10 + 3 {
+		if r := b.limiter.ReserveN(clk.Now(), 1); !r.OK() {
 			t.Fatal("reservation refused")
 		}
 	}
@@ -72,13 +63,13 @@ func TestSpare(t *testing.T) {
 	if b.Spare() {
 		t.Fatal("empty after the queue: want not spare")
 	}
-	clk.Step(500 * time.Millisecond)
+	clk.Step(900 * time.Millisecond)
 	if b.Spare() {
-		t.Fatal("5 tokens, reserve 5: want not spare")
+		t.Fatal("9 of 10 tokens: want not spare")
 	}
 	clk.Step(100 * time.Millisecond)
 	if !b.Spare() {
-		t.Fatal("6 tokens: want spare")
+		t.Fatal("full again: want spare")
 	}
 }
 
@@ -139,12 +130,12 @@ func TestWaitSpareWaitsForThePodWork(t *testing.T) {
 	if err := stepUntil(t, clk, pollInterval, 1000, done); err != nil {
 		t.Fatal(err)
 	}
-	// 6 tokens are needed to leave the reserve of 5: 0.6 s of refill.
-	if waited := clk.Since(start); waited < 600*time.Millisecond || waited > 700*time.Millisecond {
-		t.Errorf("WaitSpare returned after %s of fake time, want 0.6-0.7 s", waited)
+	// The bucket must refill to 10: 1 s.
+	if waited := clk.Since(start); waited < time.Second || waited > 1100*time.Millisecond {
+		t.Errorf("WaitSpare returned after %s of fake time, want 1-1.1 s", waited)
 	}
-	if got := b.limiter.TokensAt(clk.Now()); got < 5 {
-		t.Errorf("WaitSpare left %v tokens, want the reserve of 5 or more", got)
+	if got := b.limiter.TokensAt(clk.Now()); got < 9 {
+		t.Errorf("WaitSpare left %v tokens, want a full bucket less its own", got)
 	}
 }
 
@@ -160,9 +151,9 @@ func TestWaitSpareQueuesAfterMaxDelay(t *testing.T) {
 	if err := stepUntil(t, clk, pollInterval, 1000, done); err != nil {
 		t.Fatal(err)
 	}
-	// At 0.2 s it queues for the third token to come back (0.3 s).
-	if waited := clk.Since(start); waited < 200*time.Millisecond || waited >= 600*time.Millisecond {
-		t.Errorf("WaitSpare returned after %s of fake time, want 0.2-0.6 s (queued, not spare)", waited)
+	// At 0.2 s it queues, and two tokens are back: it takes one.
+	if waited := clk.Since(start); waited < 200*time.Millisecond || waited >= time.Second {
+		t.Errorf("WaitSpare returned after %s of fake time, want 0.2 s up to, not including, the 1 s a full bucket takes", waited)
 	}
 }
 

@@ -29,15 +29,23 @@
 //   - Pod events are batched per set (podevents.go): a pod event syncs its
 //     set after a delay proportional to the set's last snapshot time, unless
 //     it completes what the last sync waits for; upstream syncs on every one.
+//   - Slow start resumes at the largest batch the set's last fully
+//     successful creates reached (slowstart.go), where upstream starts every
+//     sync at one pod; the first failure sends the set back to one.
+//   - With a Config.Budget (package budget), the client's QPS goes to pod
+//     work first: Normal events and status writes that only move counts
+//     take only spare tokens (events.go, statuswrites.go), up to
+//     MaxEventDelay and MaxStatusStaleness late, so at the same QPS and the
+//     same requests they never push a phase's last pod request back.
 //
 // The files split by concern: controller.go (construction, Run, workers),
 // handlers.go, nodes.go and indexes.go (informer events and lookups),
-// sync.go (one set's sync), view.go (the per-sync snapshot), manage.go and
-// syncnodes.go (per-node create/delete, slow start), podevents.go (batching
-// of pod events), rollingupdate.go,
-// history.go (ControllerRevisions; the pure part is in package revision),
-// status.go, statuswrites.go and conditions.go, podcontrol.go, expectations.go, metrics.go,
-// events.go. The decisions (planNode, planRollingUpdate, computeStatus) are
-// pure functions over the snapshot; the informer and API code around them
-// is thin.
+// sync.go (one set's sync), view.go (the per-sync snapshot), manage.go,
+// syncnodes.go and slowstart.go (per-node create/delete, slow start),
+// podevents.go (batching of pod events), rollingupdate.go, history.go
+// (ControllerRevisions; the pure part is in package revision), status.go,
+// statuswrites.go and conditions.go, podcontrol.go, expectations.go,
+// metrics.go, events.go (reasons and the budgeted event sink). The
+// decisions (planNode, planRollingUpdate, computeStatus) are pure functions
+// over the snapshot; the informer and API code around them is thin.
 package controller

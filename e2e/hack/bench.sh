@@ -198,7 +198,9 @@ down() { stop_noext_scheduler; "$ROOT/e2e/hack/cluster.sh" down; }
 if [[ "${REUSE_CLUSTER:-}" == 1 ]] && kubectl get --raw /readyz >/dev/null 2>&1; then
   say "reusing the running bench cluster"
   helm status --namespace "$NAMESPACE" "$RELEASE" >/dev/null 2>&1 || install_chart
-  curl -fsS "http://127.0.0.1:$EVERYNODE_HEALTH_PORT/readyz" >/dev/null || "$ROOT/e2e/hack/cluster.sh" start-everynode
+  # Always restart it: `make bench` has just rebuilt bin/everynode, and a
+  # process left from the last run would be the old code.
+  "$ROOT/e2e/hack/cluster.sh" start-everynode
 else
   up
 fi
