@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -50,6 +51,8 @@ type Bucket struct {
 	// mu makes a deferred request's check and take one step, so two of them
 	// cannot both see the same spare token.
 	mu sync.Mutex
+	// deferred counts the requests in WaitSpare.
+	deferred atomic.Int64
 }
 
 var _ flowcontrol.RateLimiter = (*Bucket)(nil)
@@ -118,6 +121,8 @@ func (b *Bucket) Spare() bool {
 // that it queues with the pod work (Wait), so bookkeeping is late under a
 // long burst of pod work, but never lost to it.
 func (b *Bucket) WaitSpare(ctx context.Context, maxDelay time.Duration) error {
+	b.deferred.Add(1)
+	defer b.deferred.Add(-1)
 	deadline := b.clock.Now().Add(maxDelay)
 	for {
 		now := b.clock.Now()
@@ -136,6 +141,10 @@ func (b *Bucket) WaitSpare(ctx context.Context, maxDelay time.Duration) error {
 		}
 	}
 }
+
+// Deferred is how many requests wait in WaitSpare now (a metric: how much
+// bookkeeping the pod work is holding back).
+func (b *Bucket) Deferred() int64 { return b.deferred.Load() }
 
 func (b *Bucket) takeSpare(now time.Time) bool {
 	b.mu.Lock()

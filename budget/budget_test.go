@@ -127,8 +127,17 @@ func TestWaitSpareWaitsForThePodWork(t *testing.T) {
 	}
 	start := clk.Now()
 	done := waitDone(func() error { return b.WaitSpare(context.Background(), time.Minute) })
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	if n := b.Deferred(); n != 1 {
+		t.Errorf("Deferred() while waiting = %d, want 1", n)
+	}
 	if err := stepUntil(t, clk, pollInterval, 1000, done); err != nil {
 		t.Fatal(err)
+	}
+	if n := b.Deferred(); n != 0 {
+		t.Errorf("Deferred() after the wait = %d, want 0", n)
 	}
 	// The bucket must refill to 10: 1 s.
 	if waited := clk.Since(start); waited < time.Second || waited > 1100*time.Millisecond {

@@ -57,6 +57,10 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 		return nil, err
 	}
 	controller.RegisterMetrics(cfg.registry)
+	cfg.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "everynode", Subsystem: "controller", Name: "deferred_requests",
+		Help: "Requests (Normal events) waiting for a spare token of the controller's --kube-api-qps budget while pod work uses it.",
+	}, func() float64 { return float64(cfg.clients.budget.Deferred()) }))
 
 	dryRunner, err := webhook.NewPodDryRunnerForConfig(cfg.clients.config)
 	if err != nil {
