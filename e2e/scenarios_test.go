@@ -68,6 +68,18 @@ func TestSeedManifestRunsOnEveryNode(t *testing.T) {
 			s.NumberAvailable == want && s.UpdatedNumberScheduled == want && s.NumberMisscheduled == 0
 		return ok, fmt.Sprintf("%+v", s), nil
 	})
+	// Its Normal events take only spare tokens of the controller's client
+	// budget (package budget): on a cluster this small the budget is idle
+	// once the pods are made, and they must arrive.
+	eventually(t, settle, "a SuccessfulCreate event on the set", func() (bool, string, error) {
+		evs, err := kube.CoreV1().Events(ds.Namespace).List(ctx(t), metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=DaemonSet,involvedObject.name=" + ds.Name + ",reason=SuccessfulCreate,source=everynode-controller",
+		})
+		if err != nil {
+			return false, "", err
+		}
+		return len(evs.Items) > 0, fmt.Sprintf("%d events", len(evs.Items)), nil
+	})
 }
 
 func TestNodeJoinsAndLeaves(t *testing.T) {
