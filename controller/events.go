@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 )
 
 // Event reasons the controller records on a DaemonSet. They are part of the
@@ -33,8 +34,9 @@ const (
 	ReasonRevisionCollision = "RevisionCollision"
 )
 
-// MaxEventDelay bounds how long a Normal event waits for a spare token of
-// the controller's budget before it queues with the pod work. A rollout
+// MaxEventDelay bounds how long after it was recorded a Normal event waits
+// for a spare token of the controller's budget before it queues with the
+// pod work. A rollout
 // emits one SuccessfulCreate per pod; the event correlator sends the first
 // 25 or so of each set and drops the rest, but those 25 are requests, and
 // at QPS 50 half a second by which they would push the rollout's last pod
@@ -52,6 +54,7 @@ func (c *Controller) eventSink(ctx context.Context) record.EventSink {
 		ctx:    ctx,
 		budget: c.budget,
 		sink:   &typedcorev1.EventSinkImpl{Interface: c.eventClient.CoreV1().Events("")},
+		clock:  c.clock,
 	}
 }
 
@@ -65,13 +68,26 @@ type budgetedSink struct {
 	ctx    context.Context
 	budget RequestBudget
 	sink   record.EventSink
+	clock  clock.PassiveClock
 }
 
+// take gets e its token. The bound runs from when e was recorded, not from
+// when the sink got to it: the sink writes one event at a time, and a
+// queue of events each waiting its own MaxEventDelay would make the last
+// one many times that late.
 func (s budgetedSink) take(e *corev1.Event) error {
 	if e.Type == corev1.EventTypeWarning {
 		return s.budget.Wait(s.ctx)
 	}
-	return s.budget.WaitSpare(s.ctx, MaxEventDelay)
+	recorded := e.LastTimestamp.Time
+	if recorded.IsZero() {
+		recorded = e.FirstTimestamp.Time
+	}
+	wait := MaxEventDelay
+	if !recorded.IsZero() {
+		wait = max(0, MaxEventDelay-s.clock.Since(recorded))
+	}
+	return s.budget.WaitSpare(s.ctx, wait)
 }
 
 func (s budgetedSink) Create(e *corev1.Event) (*corev1.Event, error) {
