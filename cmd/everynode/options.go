@@ -64,7 +64,7 @@ func defaultServeOptions() *serveOptions {
 
 func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig. Empty: $KUBECONFIG, then the in-cluster service account.")
-	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "Queries per second to the API server, sustained (client-side rate limit).")
+	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "Queries per second to the API server, sustained (client-side rate limit). The controller spends it on pods first: Normal events and status writes that only move counts use what pod work leaves.")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", o.kubeAPIBurst, "Queries to the API server allowed in a burst above --kube-api-qps.")
 
 	fs.StringVar(&o.secureAddr, "secure-addr", o.secureAddr, "HTTPS listen address of the webhook and extender routes.")
