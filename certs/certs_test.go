@@ -119,23 +119,26 @@ func TestFileSourceHotReload(t *testing.T) {
 	url := "https://" + ln.Addr().String()
 
 	// Every request is a new connection, so every request is a handshake.
-	var mu sync.Mutex
-	var lastSerial int64
-	client := &http.Client{Transport: &http.Transport{
-		DisableKeepAlives: true,
-		TLSClientConfig: &tls.Config{
-			InsecureSkipVerify: true, // the test checks the serial itself
-			VerifyConnection: func(cs tls.ConnectionState) error {
-				mu.Lock()
-				lastSerial = cs.PeerCertificates[0].SerialNumber.Int64()
-				mu.Unlock()
-				return nil
+	// Each client keeps the serial of its own last handshake: the
+	// concurrent traffic's handshakes must not be taken for get's.
+	newClient := func(serial *int64) *http.Client {
+		return &http.Client{Transport: &http.Transport{
+			DisableKeepAlives: true,
+			TLSClientConfig: &tls.Config{
+				InsecureSkipVerify: true, // the test checks the serial itself
+				VerifyConnection: func(cs tls.ConnectionState) error {
+					*serial = cs.PeerCertificates[0].SerialNumber.Int64()
+					return nil
+				},
 			},
-		},
-	}}
+		}}
+	}
+	var mu sync.Mutex
+	var lastSerial, trafficSerial int64
+	probe, client := newClient(&lastSerial), newClient(&trafficSerial)
 	get := func() int64 {
 		t.Helper()
-		resp, err := client.Get(url)
+		resp, err := probe.Get(url)
 		if err != nil {
 			t.Fatalf("request failed: %v", err)
 		}
@@ -143,8 +146,6 @@ func TestFileSourceHotReload(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		return lastSerial
 	}
 

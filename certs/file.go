@@ -24,6 +24,12 @@ type FileSource struct {
 	certFile, keyFile string
 	now               func() time.Time
 
+	// reloadMu makes each reload's read and swap one step: two handshakes
+	// reloading across a Secret swap would otherwise let the one that read
+	// the old files install them after the other installed the new ones,
+	// and serve the old certificate again until the next handshake.
+	reloadMu sync.Mutex
+
 	mu                 sync.Mutex
 	cert               *tls.Certificate
 	certPEM, keyPEM    []byte
@@ -73,6 +79,8 @@ func (s *FileSource) Healthy() error {
 
 // reload reads both files and swaps in the pair when it changed.
 func (s *FileSource) reload() error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
 	certPEM, err := os.ReadFile(s.certFile)
 	if err != nil {
 		return fmt.Errorf("read certificate: %w", err)
