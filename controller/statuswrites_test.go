@@ -34,11 +34,9 @@ func (f *fixture) setReady(ds *everynodev1alpha1.DaemonSet, node string, ready b
 	f.t.Fatalf("no pod on %s", node)
 }
 
-// TestStatusWrites checks how status writes are spaced: counts alone at
-// most every StatusWriteInterval (the rest requeued), a condition changing
-// at once; and that a sync right after a write compares with, and writes
-// over, what was written rather than the cache's older copy.
-func TestStatusWrites(t *testing.T) {
+// newStatusFixture is a controller that spaces status writes as in
+// production, with a set whose pods on three nodes are not Ready yet.
+func newStatusFixture(t *testing.T) (*fixture, *everynodev1alpha1.DaemonSet) {
 	f := newFixture(t)
 	f.c.statusWrites.interval = StatusWriteInterval
 	addNodes(f, 3)
@@ -47,6 +45,15 @@ func TestStatusWrites(t *testing.T) {
 	for _, n := range []string{"node-0", "node-1", "node-2"} {
 		f.add(newPod(ds, n, hash, notReady))
 	}
+	return f, ds
+}
+
+// TestStatusWrites checks how status writes are spaced: counts alone at
+// most every StatusWriteInterval (the rest requeued), a condition changing
+// at once; and that a sync right after a write compares with, and writes
+// over, what was written rather than the cache's older copy.
+func TestStatusWrites(t *testing.T) {
+	f, ds := newStatusFixture(t)
 
 	f.mustSync(ds)
 	if got := f.statusUpdates(); len(got) != 1 || got[0].NumberReady != 0 {
@@ -125,16 +132,9 @@ func (b *fakeBudget) WaitSpare(_ context.Context, maxDelay time.Duration) error 
 // still goes at once; and that a spare token brings back the usual
 // interval.
 func TestStatusWritesYieldToPodWork(t *testing.T) {
-	f := newFixture(t)
-	f.c.statusWrites.interval = StatusWriteInterval
+	f, ds := newStatusFixture(t)
 	b := &fakeBudget{}
 	f.c.budget = b
-	addNodes(f, 3)
-	ds := newSet("agent")
-	hash := addSetWithRevision(f, ds)
-	for _, n := range []string{"node-0", "node-1", "node-2"} {
-		f.add(newPod(ds, n, hash, notReady))
-	}
 	// The first write observes the generation: urgent, budget or not.
 	f.mustSync(ds)
 	if got := f.statusUpdates(); len(got) != 1 {
