@@ -139,37 +139,15 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	}
 	res.updateMaxSurge = b.wait(ctx, lbl+" update maxSurge=10%", t2, image3, true)
 
-	// 3. Node join.
-	b.settle(ctx, lbl)
-	logf("%s %d nodes join", lbl, b.c.join)
-	join0 := b.procs.cpu()
-	created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s", round, s.name), b.c.join, b.c.phaseTimeout)
-	if err != nil {
-		rss.peak()
-		return nil, err
-	}
-	joined := map[string]bool{}
-	for n := range created {
-		joined[n] = true
-	}
-	deadline := time.Now().Add(b.c.phaseTimeout)
-	for len(b.t.availableTimes(image3, joined)) < len(joined) && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
-	}
-	res.joinCPU = cpuDelta(join0, b.procs.cpu())
-	var lat []time.Duration
-	for n, at := range b.t.availableTimes(image3, joined) {
-		lat = append(lat, at.Sub(created[n].created))
-	}
-	res.joinStages = joinStages(created, b.t.stageTimes(image3, joined))
-	if slow, ok := slowestJoin(created, b.t.stageTimes(image3, joined)); ok {
-		logf("%s slowest join %s", lbl, slow)
-	}
+	// 3. Node join, in waves.
+	lat, stages, joinCPU := b.join(ctx, s, round, lbl)
+	res.joinCPU = joinCPU
+	res.joinStages = stages
 	res.joinP50, res.joinP99 = math.NaN(), math.NaN()
-	if len(lat) == len(joined) {
+	if want := b.c.join * b.c.joinWaves; len(lat) == want {
 		res.joinP50, res.joinP99 = percentile(lat, 50).Seconds(), percentile(lat, 99).Seconds()
 	} else {
-		logf("%s node join: only %d of %d nodes got a pod in %s", lbl, len(lat), len(joined), b.c.phaseTimeout)
+		logf("%s node join: only %d of %d nodes got a pod in %s", lbl, len(lat), want, b.c.phaseTimeout)
 	}
 	if s.name == everynode.name {
 		b.flushDeferred(ctx, lbl)
@@ -237,6 +215,56 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 		return nil, err
 	}
 	return res, nil
+}
+
+// join adds b.c.join nodes at once, b.c.joinWaves times, each wave once
+// the one before is done and the cluster has settled, and returns each
+// joined node's wait for its available pod, the stages of those waits, and
+// the CPU the processes spent during the waves. One wave's p99 is its
+// slowest node (of 50): a figure of one sample, which moved by a third
+// between runs of the same code; three waves make it the second slowest of
+// 150. The cluster grows by a wave each time (nodes are not removed in
+// between: with only its daemonset controller, kube-controller-manager
+// would leave their pods to a pod GC that is not running, and everynode
+// would spend requests collecting them).
+func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]time.Duration, [len(joinStageNames)][]float64, map[string]float64) {
+	var (
+		lat    []time.Duration
+		stages [len(joinStageNames)][]float64
+		cpu    = map[string]float64{}
+	)
+	for wave := range b.c.joinWaves {
+		b.settle(ctx, lbl)
+		logf("%s %d nodes join (wave %d of %d)", lbl, b.c.join, wave+1, b.c.joinWaves)
+		cpu0 := b.procs.cpu()
+		created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s-w%d", round, s.name, wave), b.c.join, b.c.phaseTimeout)
+		if err != nil {
+			logf("%s node join: %v", lbl, err)
+			break
+		}
+		joined := map[string]bool{}
+		for n := range created {
+			joined[n] = true
+		}
+		deadline := time.Now().Add(b.c.phaseTimeout)
+		for len(b.t.availableTimes(image3, joined)) < len(joined) && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		for p, d := range cpuDelta(cpu0, b.procs.cpu()) {
+			cpu[p] += d
+		}
+		for n, at := range b.t.availableTimes(image3, joined) {
+			lat = append(lat, at.Sub(created[n].created))
+		}
+		st := b.t.stageTimes(image3, joined)
+		for i, xs := range joinStages(created, st) {
+			stages[i] = append(stages[i], xs...)
+		}
+		if slow, ok := slowestJoin(created, st); ok {
+			logf("%s slowest join of wave %d %s", lbl, wave+1, slow)
+		}
+	}
+	return lat, stages, cpu
 }
 
 // flushDeferred waits until everynode holds no request back for a spare
