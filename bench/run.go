@@ -218,7 +218,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 }
 
 // join adds b.c.join nodes at once, b.c.joinWaves times, each wave once
-// the one before is done and the cluster has settled, and returns each
+// the one before is done and the cluster is quiet again, and returns each
 // joined node's wait for its available pod, the stages of those waits, and
 // the CPU the processes spent during the waves. One wave's p99 is its
 // slowest node (of 50): a figure of one sample, which moved by a third
@@ -234,7 +234,10 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]ti
 		cpu    = map[string]float64{}
 	)
 	for wave := range b.c.joinWaves {
+		// Each wave starts on a cluster back at rest, not amid the last
+		// wave's status writes and events (or the update's, for the first).
 		b.settle(ctx, lbl)
+		b.quiet(ctx, lbl, time.Minute)
 		logf("%s %d nodes join (wave %d of %d)", lbl, b.c.join, wave+1, b.c.joinWaves)
 		cpu0 := b.procs.cpu()
 		created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s-w%d", round, s.name, wave), b.c.join, b.c.phaseTimeout)
