@@ -36,9 +36,11 @@ type auditEvent struct {
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
+		Name        string `json:"name"`
 		APIGroup    string `json:"apiGroup"`
 	} `json:"objectRef"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time `json:"stageTimestamp"`
 }
 
 func (e auditEvent) resource() string {
@@ -63,6 +65,22 @@ type auditWindow struct {
 	byVerbResource map[string]map[string]int
 	// bindings are the times kube-scheduler bound a pod (pods/binding create).
 	bindings []time.Time
+	// kwokWatchesCut are the start times of kwok's watches of all pods
+	// that ended within a minute (kube-apiserver ends them after 5-10
+	// minutes otherwise). kwok resumes such a watch from resourceVersion
+	// 0, which replays every pod to it; at 5,000 nodes on two cores a
+	// watch cut short once was cut again every few seconds, kwok stopped
+	// making pods Ready, and the phase was kwok's pace, not the
+	// controller's. The report flags the runs where it happened.
+	kwokWatchesCut []time.Time
+}
+
+// kwokWatchCut reports whether e is the end of one of kwok's watches of
+// all pods (not of one node's pods) that lasted less than a minute.
+func kwokWatchCut(e auditEvent) bool {
+	return strings.HasPrefix(e.UserAgent, "kwok-controller/") && e.Verb == "watch" &&
+		e.ObjectRef != nil && e.ObjectRef.Resource == "pods" && e.ObjectRef.Name == "" &&
+		e.StageTimestamp.Sub(e.RequestReceivedTimestamp) < time.Minute
 }
 
 // auditOffset is the current end of the log: reading from there later yields
@@ -101,6 +119,9 @@ func readAudit(path string, offset int64, from, to time.Time) (auditWindow, erro
 				w.byVerbResource[c][e.Verb+" "+e.resource()]++
 				if c == clientScheduler && e.Verb == "create" && e.resource() == "pods/binding" {
 					w.bindings = append(w.bindings, e.RequestReceivedTimestamp)
+				}
+				if kwokWatchCut(e) {
+					w.kwokWatchesCut = append(w.kwokWatchesCut, e.RequestReceivedTimestamp)
 				}
 			}
 		}

@@ -39,6 +39,9 @@ type runResult struct {
 
 	rollout, updateMaxUnavailable, updateMaxSurge float64
 	joinP50, joinP99                              float64
+	// kwokWatchesCut counts kwok's pod watches cut short (auditWindow)
+	// that started in the rollout, the two updates and the join.
+	kwokWatchesCut [4]int
 	// joinStages[i]: stage i of joinStageNames, in seconds, one per joined node.
 	joinStages [len(joinStageNames)][]float64
 	// rolloutStages: seconds from a rollout pod seen to bound, and from
@@ -130,6 +133,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 		return nil, err
 	}
 	res.updateMaxUnavailable = b.wait(ctx, lbl+" update maxUnavailable=10%", t1, image2, true)
+	t1End := time.Now()
 	b.settle(ctx, lbl)
 	logf("%s rolling update, maxSurge 10%%", lbl)
 	t2 := time.Now()
@@ -138,6 +142,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 		return nil, err
 	}
 	res.updateMaxSurge = b.wait(ctx, lbl+" update maxSurge=10%", t2, image3, true)
+	t2End := time.Now()
 
 	// 3. Node join, in waves.
 	lat, stages, joinCPU := b.join(ctx, s, round, lbl)
@@ -182,6 +187,17 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 			logf("%s warning: %v", lbl, err)
 		}
 		res.controllerReqs = aw.byClient[ctrl]
+		phases := [...][2]time.Time{{t0, rolledOut}, {t1, t1End}, {t2, t2End}, {t2End, end}}
+		for _, at := range aw.kwokWatchesCut {
+			for i, p := range phases {
+				if !at.Before(p[0]) && at.Before(p[1]) {
+					res.kwokWatchesCut[i]++
+				}
+			}
+		}
+		if c := res.kwokWatchesCut; c != [4]int{} {
+			logf("%s warning: kwok's pod watch was cut short and replayed %d/%d/%d/%d times in the rollout/maxUnavailable/maxSurge/join: those phases ran at kwok's pace", lbl, c[0], c[1], c[2], c[3])
+		}
 		res.controllerByVerb = aw.byVerbResource[ctrl]
 		rw, _ := readAudit(b.c.auditLog, before.auditOffset, t0, rolledOut)
 		if n := len(rw.bindings); n > 1 {
