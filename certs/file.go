@@ -24,12 +24,11 @@ type FileSource struct {
 	certFile, keyFile string
 	now               func() time.Time
 
-	// reloadMu makes each reload's read and swap one step: two handshakes
-	// reloading across a Secret swap would otherwise let the one that read
-	// the old files install them after the other installed the new ones,
-	// and serve the old certificate again until the next handshake.
-	reloadMu sync.Mutex
-
+	// mu is held across a whole reload, its reads of the files and its
+	// swap: two handshakes reloading across a Secret swap would otherwise
+	// let the one that read the old files install them after the other
+	// installed the new ones, and serve the old certificate again until the
+	// next handshake. Every reader reloads first, so one lock serves both.
 	mu                 sync.Mutex
 	cert               *tls.Certificate
 	certPEM, keyPEM    []byte
@@ -41,7 +40,9 @@ type FileSource struct {
 // at start-up and not at the first request.
 func NewFileSource(certFile, keyFile string) (*FileSource, error) {
 	s := &FileSource{certFile: certFile, keyFile: keyFile, now: time.Now}
-	if err := s.reload(); err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reloadLocked(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -55,11 +56,9 @@ func (s *FileSource) Start(ctx context.Context) error {
 
 // GetCertificate implements Source.
 func (s *FileSource) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	if err := s.reload(); err != nil {
-		s.logOnce(err)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reloadOrLog()
 	if s.cert == nil {
 		return nil, ErrNoCertificate
 	}
@@ -69,18 +68,15 @@ func (s *FileSource) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, err
 // Healthy implements Source. It also rereads the files, so /readyz notices a
 // rotation or an expiry even when no handshake happens.
 func (s *FileSource) Healthy() error {
-	if err := s.reload(); err != nil {
-		s.logOnce(err)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reloadOrLog()
 	return checkValid(s.cert, s.now())
 }
 
-// reload reads both files and swaps in the pair when it changed.
-func (s *FileSource) reload() error {
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
+// reloadLocked reads both files and swaps in the pair when it changed.
+// s.mu must be held.
+func (s *FileSource) reloadLocked() error {
 	certPEM, err := os.ReadFile(s.certFile)
 	if err != nil {
 		return fmt.Errorf("read certificate: %w", err)
@@ -89,30 +85,24 @@ func (s *FileSource) reload() error {
 	if err != nil {
 		return fmt.Errorf("read key: %w", err)
 	}
-	s.mu.Lock()
-	unchanged := bytes.Equal(certPEM, s.certPEM) && bytes.Equal(keyPEM, s.keyPEM)
-	s.mu.Unlock()
-	if unchanged {
+	if bytes.Equal(certPEM, s.certPEM) && bytes.Equal(keyPEM, s.keyPEM) {
 		return nil
 	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return fmt.Errorf("load key pair %s, %s: %w", s.certFile, s.keyFile, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.cert, s.certPEM, s.keyPEM = &pair, certPEM, keyPEM
 	s.loggedErrSinceLoad = false
 	klog.InfoS("Loaded serving certificate", "file", s.certFile, "notAfter", pair.Leaf.NotAfter)
 	return nil
 }
 
-// logOnce logs a reload error once per loaded certificate, not on every
-// handshake.
-func (s *FileSource) logOnce(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.loggedErrSinceLoad {
+// reloadOrLog reloads, logging an error once per loaded certificate, not
+// on every handshake. s.mu must be held.
+func (s *FileSource) reloadOrLog() {
+	err := s.reloadLocked()
+	if err == nil || s.loggedErrSinceLoad {
 		return
 	}
 	s.loggedErrSinceLoad = true
