@@ -119,23 +119,24 @@ func TestFileSourceHotReload(t *testing.T) {
 	url := "https://" + ln.Addr().String()
 
 	// Every request is a new connection, so every request is a handshake.
-	// Each client keeps the serial of its own last handshake: the
-	// concurrent traffic's handshakes must not be taken for get's.
-	newClient := func(serial *int64) *http.Client {
+	// Only the probe records the serial it saw: the concurrent traffic's
+	// handshakes (on a client of its own) must not be taken for get's.
+	newClient := func(verify func(tls.ConnectionState) error) *http.Client {
 		return &http.Client{Transport: &http.Transport{
 			DisableKeepAlives: true,
 			TLSClientConfig: &tls.Config{
 				InsecureSkipVerify: true, // the test checks the serial itself
-				VerifyConnection: func(cs tls.ConnectionState) error {
-					*serial = cs.PeerCertificates[0].SerialNumber.Int64()
-					return nil
-				},
+				VerifyConnection:   verify,
 			},
 		}}
 	}
 	var mu sync.Mutex
-	var lastSerial, trafficSerial int64
-	probe, client := newClient(&lastSerial), newClient(&trafficSerial)
+	var lastSerial int64
+	probe := newClient(func(cs tls.ConnectionState) error {
+		lastSerial = cs.PeerCertificates[0].SerialNumber.Int64()
+		return nil
+	})
+	client := newClient(nil)
 	get := func() int64 {
 		t.Helper()
 		resp, err := probe.Get(url)
