@@ -76,7 +76,9 @@ type auditWindow struct {
 }
 
 // kwokWatchCut reports whether e is the end of one of kwok's watches of
-// all pods (not of one node's pods) that lasted less than a minute.
+// pods (a collection, not one pod by name) that lasted less than a
+// minute. The audit policy logs only ResponseComplete, so a watch shows
+// up once it has ended.
 func kwokWatchCut(e auditEvent) bool {
 	return strings.HasPrefix(e.UserAgent, "kwok-controller/") && e.Verb == "watch" &&
 		e.ObjectRef != nil && e.ObjectRef.Resource == "pods" && e.ObjectRef.Name == "" &&

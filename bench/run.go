@@ -145,9 +145,8 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	t2End := time.Now()
 
 	// 3. Node join, in waves.
-	lat, stages, joinCPU := b.join(ctx, s, round, lbl)
-	res.joinCPU = joinCPU
-	res.joinStages = stages
+	var lat []time.Duration
+	lat, res.joinStages, res.joinCPU = b.join(ctx, s, round, lbl)
 	res.joinP50, res.joinP99 = math.NaN(), math.NaN()
 	if want := b.c.join * b.c.joinWaves; len(lat) == want {
 		res.joinP50, res.joinP99 = percentile(lat, 50).Seconds(), percentile(lat, 99).Seconds()
