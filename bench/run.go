@@ -198,10 +198,17 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 			logf("%s warning: kwok's pod watch was cut short and replayed %d/%d/%d/%d times in the rollout/maxUnavailable/maxSurge/join: those phases ran at kwok's pace", lbl, c[0], c[1], c[2], c[3])
 		}
 		res.controllerByVerb = aw.byVerbResource[ctrl]
-		rw, _ := readAudit(b.c.auditLog, before.auditOffset, t0, rolledOut)
-		if n := len(rw.bindings); n > 1 {
-			sort.Slice(rw.bindings, func(i, j int) bool { return rw.bindings[i].Before(rw.bindings[j]) })
-			res.bindingsPerSecond = float64(n-1) / rw.bindings[n-1].Sub(rw.bindings[0]).Seconds()
+		// The rollout's bindings, from the same read (it spans the rollout):
+		// a second pass over the log would parse it all again.
+		var bound []time.Time
+		for _, at := range aw.bindings {
+			if !at.After(rolledOut) {
+				bound = append(bound, at)
+			}
+		}
+		if n := len(bound); n > 1 {
+			sort.Slice(bound, func(i, j int) bool { return bound[i].Before(bound[j]) })
+			res.bindingsPerSecond = float64(n-1) / bound[n-1].Sub(bound[0]).Seconds()
 		}
 	}
 	name := "apiserver_admission_webhook_admission_duration_seconds"
