@@ -64,6 +64,33 @@ func (m *meters) apiserver(ctx context.Context) (scrape, error) {
 	return parseMetrics(b), nil
 }
 
+// watchersClosed reads kube-apiserver's apiserver_terminated_watchers_total
+// by resource: the watches its watch cache ended because their client did
+// not take events as fast as they came (the cacher waits at most 100 ms,
+// refilled at 50 ms a second, for a full watcher before it closes it). A
+// watch closed so is replayed by the client's reflector from a new list, so
+// a phase in which kwok's pod watch was closed ran at kwok's pace. Nil on
+// error: the figure is then left out, not the run.
+func (m *meters) watchersClosed(ctx context.Context) map[string]float64 {
+	s, err := m.apiserver(ctx)
+	if err != nil {
+		logf("warning: %v", err)
+		return nil
+	}
+	return watchersClosedIn(s)
+}
+
+// watchersClosedIn is watchersClosed from a scrape already made; nil if
+// there is none.
+func watchersClosedIn(s scrape) map[string]float64 {
+	if s == nil {
+		return nil
+	}
+	return s.sumBy(terminatedWatchers, nil, "resource")
+}
+
+const terminatedWatchers = "apiserver_terminated_watchers_total"
+
 func (m *meters) everynode(ctx context.Context) (scrape, error) {
 	return get(ctx, m.plain, m.c.everynodeMetrics)
 }

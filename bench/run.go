@@ -42,6 +42,10 @@ type runResult struct {
 	// kwokWatchesCut counts kwok's pod watches cut short (auditWindow)
 	// that started in the rollout, the two updates and the join.
 	kwokWatchesCut [4]int
+	// watchersClosed counts, per phase (as kwokWatchesCut) and resource,
+	// the watches kube-apiserver closed for not keeping up
+	// (meters.watchersClosed): the cause of a cut kwokWatchesCut sees.
+	watchersClosed [4]map[string]float64
 	// joinStages[i]: stage i of joinStageNames, in seconds, one per joined node.
 	joinStages [len(joinStageNames)][]float64
 	// rolloutStages: seconds from a rollout pod seen to bound, and from
@@ -96,6 +100,12 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	all0 := b.procs.cpu()
 	rss := sampleRSS(pid)
 	before := b.m.snapshot(ctx)
+	// closed[i] is kube-apiserver's count of watches it closed, read at
+	// the phases' bounds: the rollout's start and end, each update's, and
+	// the end of the join (which starts where the maxSurge update ends).
+	// The settling in between is left out, as it is of kwokWatchesCut.
+	var closed [7]map[string]float64
+	closed[0] = watchersClosedIn(before.apiserver)
 
 	// 1. Rollout.
 	logf("%s rollout on %d nodes", lbl, b.c.nodes)
@@ -112,6 +122,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 		res.rolloutStages[1] = append(res.rolloutStages[1], p.available.Sub(p.bound).Seconds())
 	}
 	afterRollout := b.m.snapshot(ctx)
+	closed[1] = watchersClosedIn(afterRollout.apiserver)
 	for node, at := range b.t.availableTimes(image1, nil) {
 		_ = node
 		res.series = append(res.series, point{t: at.Sub(t0).Seconds()})
@@ -127,6 +138,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	// 2. Rolling updates.
 	b.settle(ctx, lbl)
 	logf("%s rolling update, maxUnavailable 10%%", lbl)
+	closed[2] = b.m.watchersClosed(ctx)
 	t1 := time.Now()
 	if err := b.w.rollingUpdate(ctx, s, image2, "10%", "0"); err != nil {
 		rss.peak()
@@ -134,8 +146,10 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	}
 	res.updateMaxUnavailable = b.wait(ctx, lbl+" update maxUnavailable=10%", t1, image2, true)
 	t1End := time.Now()
+	closed[3] = b.m.watchersClosed(ctx)
 	b.settle(ctx, lbl)
 	logf("%s rolling update, maxSurge 10%%", lbl)
+	closed[4] = b.m.watchersClosed(ctx)
 	t2 := time.Now()
 	if err := b.w.rollingUpdate(ctx, s, image3, "0", "10%"); err != nil {
 		rss.peak()
@@ -143,6 +157,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	}
 	res.updateMaxSurge = b.wait(ctx, lbl+" update maxSurge=10%", t2, image3, true)
 	t2End := time.Now()
+	closed[5] = b.m.watchersClosed(ctx)
 
 	// 3. Node join, in waves.
 	var lat []time.Duration
@@ -161,6 +176,11 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	// Meters for the run. The audit log is written asynchronously: give it a moment.
 	time.Sleep(3 * time.Second)
 	after := b.m.snapshot(ctx)
+	closed[6] = watchersClosedIn(after.apiserver)
+	res.watchersClosed = phaseDeltas(closed)
+	if n := res.watchersClosed; len(n[0])+len(n[1])+len(n[2])+len(n[3]) > 0 {
+		logf("%s warning: kube-apiserver closed watches that did not keep up (rollout/maxUnavailable/maxSurge/join): %v/%v/%v/%v", lbl, n[0], n[1], n[2], n[3])
+	}
 	res.runCPU = cpuDelta(all0, b.procs.cpu())
 	res.cpuSeconds = res.runCPU[procName]
 	res.rssMB = rss.peak() / (1 << 20)
@@ -237,6 +257,27 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 		return nil, err
 	}
 	return res, nil
+}
+
+// phaseDeltas turns counter readings at the phases' bounds (rollout start
+// and end, each update's, the join's end) into each phase's increase, by
+// label; a phase with no increase has an empty map. A missing reading
+// (nil: the scrape failed) leaves its phases nil: not measured.
+func phaseDeltas(at [7]map[string]float64) [4]map[string]float64 {
+	var out [4]map[string]float64
+	for i, p := range [4][2]int{{0, 1}, {2, 3}, {4, 5}, {5, 6}} {
+		from, to := at[p[0]], at[p[1]]
+		if from == nil || to == nil {
+			continue
+		}
+		out[i] = map[string]float64{}
+		for k, v := range to {
+			if d := v - from[k]; d > 0 {
+				out[i][k] = d
+			}
+		}
+	}
+	return out
 }
 
 // join adds b.c.join nodes at once, b.c.joinWaves times, each wave once
