@@ -29,7 +29,7 @@ build() {
   shift
 
   local want
-  want="$(cd "$dir" && { find . -name '*.go' -o -name go.mod -o -name go.sum | LC_ALL=C sort | xargs sha256sum; go version; echo "$ldflags $*"; } | sha256sum | cut -d' ' -f1)"
+  want="$(cd "$dir" && { find . -name '*.go' -o -name '*.patch' -o -name go.mod -o -name go.sum | LC_ALL=C sort | xargs sha256sum; go version; echo "$ldflags $*"; } | sha256sum | cut -d' ' -f1)"
   local b missing=
   for b in "${bins[@]}"; do [[ -x "$BIN/$b" ]] || missing=1; done
   if [[ -z "$missing" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
@@ -47,12 +47,39 @@ build() {
   echo "built $mod tools (${bins[*]}) in $((SECONDS - start))s"
 }
 
+# kwok is built with one change, e2e/tools/kube/kwok-watch-resume.patch,
+# applied to a copy of its module in .e2e/src (never committed) that the
+# build takes through a copy of go.mod with one more replace (-modfile).
+# kwok v0.8.0 (and kwok's main as of 2026-12) asks for resourceVersion "0"
+# on every list and watch of pods and nodes, so each time a watch ends
+# (every 5-10 minutes, or when kube-apiserver closes it for falling behind)
+# the new one starts with every pod of the cluster again. At 5,000 nodes on
+# two cores that burst made kube-apiserver close the new watch too, 30 times
+# in one rolling update, and pods stopped turning Ready (bench/README.md).
+# With the patch kwok's watches resume where they ended, as every client-go
+# informer's do.
+kwok_patched() {
+  local dir src="$ROOT/.e2e/src" copy
+  dir="$(cd "$TOOLS/kube" && go mod download -json sigs.k8s.io/kwok | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [[ -f "$dir/go.mod" ]] || { echo "kwok's module not found (go mod download sigs.k8s.io/kwok: '$dir')" >&2; exit 1; }
+  copy="$src/$(basename "$dir")"
+  rm -rf "$copy"
+  mkdir -p "$src"
+  cp -R "$dir" "$copy"
+  chmod -R u+w "$copy"
+  patch --quiet --forward -p1 -d "$copy" <"$TOOLS/kube/kwok-watch-resume.patch"
+  { cat "$TOOLS/kube/go.mod"; printf '\nreplace sigs.k8s.io/kwok => %s\n' "$copy"; } >"$src/kube-tools.mod"
+  cp "$TOOLS/kube/go.sum" "$src/kube-tools.sum"
+}
+kwok_patched
+
 build kube "kube tools (first time takes ~20 min on 2 cores)" \
   "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION \
    -X k8s.io/component-base/version.gitMajor=1 \
    -X k8s.io/component-base/version.gitMinor=37 \
    -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${KUBE_VERSION#v}" \
   etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl -- \
+  -modfile="$ROOT/.e2e/src/kube-tools.mod" \
   ./cmd/etcd \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \
