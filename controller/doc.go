@@ -29,9 +29,10 @@
 //   - Pod events are batched per set (podevents.go): a pod event syncs its
 //     set after a delay proportional to the set's last snapshot time, unless
 //     it completes what the last sync waits for; upstream syncs on every one.
-//   - Slow start resumes at the largest batch the set's last fully
-//     successful creates reached (slowstart.go), where upstream starts every
-//     sync at one pod; the first failure sends the set back to one.
+//   - Slow start carries over from sync to sync: the next sync starts at
+//     twice the largest batch of the set's last fully successful creates,
+//     up to BurstReplicas (slowstart.go), where upstream starts every sync
+//     at one pod; the first failure sends the set back to one.
 //   - With a Config.Budget (package budget), the client's QPS goes to pod
 //     work first: Normal events and status writes that only move counts
 //     take only spare tokens (events.go, statuswrites.go), up to

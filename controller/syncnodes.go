@@ -102,7 +102,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 		largest = max(largest, size)
 	}
 	if largest > 0 && pos == len(nodesToCreate) && len(errs) == 0 {
-		c.slowStart.succeeded(key, min(largest, c.burstReplicas))
+		c.slowStart.succeeded(key, largest, c.burstReplicas)
 	}
 
 	if len(podsToDelete) > 0 {

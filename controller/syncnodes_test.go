@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,6 +34,35 @@ func TestSlowStartBatches(t *testing.T) {
 				t.Errorf("slowStartBatches(%d) = %v, want %v", tc.n, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSlowStartCarriesOverSyncs follows a rollout over many syncs of
+// BurstReplicas creates each, all succeeding: the slow start goes on
+// doubling from one sync to the next, so that from the third sync on each
+// sync's creates are one batch (one wait for the slowest create, not two).
+func TestSlowStartCarriesOverSyncs(t *testing.T) {
+	s := newSlowStart()
+	key := cache.ObjectName{Namespace: "ns", Name: "agent"}
+	var got [][]int
+	for range 4 {
+		batches := slowStartBatches(BurstReplicas, s.initial(key))
+		got = append(got, batches)
+		s.succeeded(key, slices.Max(batches), BurstReplicas)
+	}
+	want := [][]int{{1, 2, 4, 8, 16, 32, 64, 123}, {246, 4}, {250}, {250}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("batches per sync = %v, want %v", got, want)
+	}
+	// A small set doubles as well, and a failure starts it over.
+	s.reset(key)
+	s.succeeded(key, 2, BurstReplicas)
+	if got := s.initial(key); got != 4 {
+		t.Errorf("initial after a largest batch of 2 = %d, want 4", got)
+	}
+	s.reset(key)
+	if got := s.initial(key); got != 1 {
+		t.Errorf("initial after a reset = %d, want 1", got)
 	}
 }
 
@@ -431,8 +461,9 @@ func TestDeletionObservedDuringManageIsNotDeletedAgain(t *testing.T) {
 }
 
 // TestSlowStartRemembersSuccess checks that a set whose creates have been
-// succeeding starts its next creates at the largest batch that succeeded,
-// and that one failure sends it back to batches of one.
+// succeeding starts its next creates where its slow start had got to (twice
+// the largest batch that succeeded), and that one failure sends it back to
+// batches of one.
 func TestSlowStartRemembersSuccess(t *testing.T) {
 	f := newFixture(t)
 	addNodes(f, 3)
@@ -440,12 +471,12 @@ func TestSlowStartRemembersSuccess(t *testing.T) {
 	addSetWithRevision(f, ds)
 	f.mustSync(ds) // batches 1, 2: all succeed
 	f.syncCaches()
-	if got := f.c.slowStart.initial(cache.MetaObjectToName(ds)); got != 2 {
-		t.Fatalf("initial batch after creating 3 pods = %d, want 2", got)
+	if got := f.c.slowStart.initial(cache.MetaObjectToName(ds)); got != 4 {
+		t.Fatalf("initial batch after creating 3 pods in batches 1, 2 = %d, want 4", got)
 	}
 
 	// Ten nodes join and every create fails: the first batch is the
-	// remembered 2, not 1, and nothing after it is sent.
+	// remembered 4, not 1, and nothing after it is sent.
 	for i := 3; i < 13; i++ {
 		f.add(newNode(fmt.Sprintf("node-%d", i), nil))
 	}
@@ -453,8 +484,8 @@ func TestSlowStartRemembersSuccess(t *testing.T) {
 	if err := f.sync(ds); err == nil {
 		t.Fatal("sync with failing creates returned no error")
 	}
-	if got := attempts.Load(); got != 2 {
-		t.Errorf("create attempts = %d, want 2 (one remembered batch)", got)
+	if got := attempts.Load(); got != 4 {
+		t.Errorf("create attempts = %d, want 4 (one remembered batch)", got)
 	}
 	// Back to one after the failure.
 	attempts.Store(0)
