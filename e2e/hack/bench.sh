@@ -47,7 +47,7 @@ export EVERYNODE_ARGS="--kube-api-qps=$QPS --kube-api-burst=$BURST --leader-elec
 # The audit log is how requests are told apart by client (user agent):
 # apiserver_request_total has no client label, and kube-controller-manager,
 # kube-scheduler and kwok all share kwokctl's admin identity. Metadata level,
-# one event per request. Lease renewals (one per node every 10 s) are left
+# one event per request. Lease renewals (one per node every 25 minutes, below) are left
 # out: no controller under test makes them and they would swamp the log.
 # Lease creates and node status patches stay in: they are how kwok takes a
 # joining node on (lease first, then the node-initialize patch that makes it
@@ -78,11 +78,22 @@ kind: KwokctlConfiguration
 # to every node informer within ~10 s, every 10 minutes, landing in whichever
 # run happens to be going (seen at 1,000 nodes: a B rollout of 24.6 s where
 # the others took 18.8). Nothing here reads node status after the nodes are
-# Ready (the node lifecycle controller is off; node health goes by Leases,
-# which kwok still renews every 40 s), so push the refresh past any run:
+# Ready (the node lifecycle controller is off, and node health goes by
+# Leases anyway, below), so push the refresh past any run:
 # kwokctl multiplies this by its heartbeat factor (5), so every 20 hours.
+#
+# Node Leases likewise: kwok renews each every quarter of its duration
+# (kwokctl's default 40 s, times its heartbeat factor: 200 s, so 100 PUTs a
+# second at 5,000 nodes, about a third of all requests kube-apiserver
+# served in a run, each an etcd write, and nearly all of the cluster's
+# CPU at rest: 0.3-1 core of the two). Nothing in the benchmark reads them
+# (no node lifecycle controller), and on two cores their CPU is taken from
+# the phases being timed. 1200 (6,000 s after the factor) renews each
+# every 25 minutes; a joining node still has its Lease created before kwok
+# makes it Ready, so the join keeps that step.
 options:
   nodeStatusUpdateFrequencyMilliseconds: 14400000
+  nodeLeaseDurationSeconds: 1200
 componentsPatches:
 - name: kube-controller-manager
   extraArgs:
@@ -105,7 +116,7 @@ componentsPatches:
 # maxUnavailable budget, waits with them: the benchmark would time kwok. A
 # real cluster has a kubelet per node, so give kwok enough workers to keep up.
 # The same holds for nodes: kwok takes a new node on by creating its Lease
-# (4 lease workers, which also renew every node's Lease every 10 s) and then
+# (4 lease workers, which also renew every node's Lease) and then
 # patching it Ready (4 node workers). 50 nodes joining at once queue 12 deep
 # at each, so the join's first stage was ~12 kube-apiserver round trips, and
 # whichever system loaded kube-apiserver more at that moment (everynode, whose
