@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -73,6 +75,9 @@ type auditWindow struct {
 	// making pods Ready, and the phase was kwok's pace, not the
 	// controller's. The report flags the runs where it happened.
 	kwokWatchesCut []time.Time
+	// requests are the times of each controller's requests (clientKCM,
+	// clientEverynode), for budgetUse.
+	requests map[string][]time.Time
 }
 
 // kwokWatchCut reports whether e is the end of one of kwok's watches of
@@ -98,7 +103,7 @@ func auditOffset(path string) int64 {
 // readAudit reads the events from offset on, keeping those received in
 // [from, to].
 func readAudit(path string, offset int64, from, to time.Time) (auditWindow, error) {
-	w := auditWindow{byClient: map[string]int{}, byVerbResource: map[string]map[string]int{}}
+	w := auditWindow{byClient: map[string]int{}, byVerbResource: map[string]map[string]int{}, requests: map[string][]time.Time{}}
 	f, err := os.Open(path)
 	if err != nil {
 		return w, fmt.Errorf("opening audit log: %w", err)
@@ -119,6 +124,9 @@ func readAudit(path string, offset int64, from, to time.Time) (auditWindow, erro
 					w.byVerbResource[c] = map[string]int{}
 				}
 				w.byVerbResource[c][e.Verb+" "+e.resource()]++
+				if c == clientKCM || c == clientEverynode {
+					w.requests[c] = append(w.requests[c], e.RequestReceivedTimestamp)
+				}
 				if c == clientScheduler && e.Verb == "create" && e.resource() == "pods/binding" {
 					w.bindings = append(w.bindings, e.RequestReceivedTimestamp)
 				}
@@ -132,4 +140,42 @@ func readAudit(path string, offset int64, from, to time.Time) (auditWindow, erro
 		}
 	}
 	return w, nil
+}
+
+// budgetUse splits a phase [from, to] as the controller's client rate
+// limiter saw it, from the times its requests reached kube-apiserver:
+// idle is how long, before its last request of the phase, its token
+// bucket (qps, burst; full at from) sat full, that is, how much of the
+// client QPS it left unused while it still had requests to make; tail is
+// from that last request to the end of the phase (pods still turning
+// Ready, old ones going). A phase bound by the client QPS alone has idle
+// near 0, and then only the tail and the requests' own count decide its
+// length; anything else (a wait for the API server, the scheduler, kwok or
+// the controller's own syncs) shows as idle. NaN if the controller made no
+// request in the phase.
+func budgetUse(requests []time.Time, from, to time.Time, qps float64, burst int) (idle, tail float64) {
+	// The log is in order of completion, not arrival.
+	var in []time.Time
+	for _, at := range requests {
+		if !at.Before(from) && !at.After(to) {
+			in = append(in, at)
+		}
+	}
+	slices.SortFunc(in, time.Time.Compare)
+	tokens, last := float64(burst), from
+	var lastReq time.Time
+	var lost float64
+	for _, at := range in {
+		tokens += at.Sub(last).Seconds() * qps
+		if tokens > float64(burst) {
+			lost += tokens - float64(burst)
+			tokens = float64(burst)
+		}
+		tokens--
+		last, lastReq = at, at
+	}
+	if lastReq.IsZero() {
+		return math.NaN(), math.NaN()
+	}
+	return lost / qps, to.Sub(lastReq).Seconds()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,5 +35,41 @@ func TestReadAuditKwokWatchesCut(t *testing.T) {
 	want := time.Date(2026, 12, 2, 0, 36, 9, 413000000, time.UTC)
 	if len(w.kwokWatchesCut) != 1 || !w.kwokWatchesCut[0].Equal(want) {
 		t.Errorf("kwokWatchesCut = %v, want [%v]", w.kwokWatchesCut, want)
+	}
+}
+
+// budgetUse must see a controller at its QPS as leaving nothing unused, and
+// count a pause only for the time the bucket sat full.
+func TestBudgetUse(t *testing.T) {
+	from := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return from.Add(time.Duration(s * float64(time.Second))) }
+	var steady []time.Time
+	// Burst 10 at once, then 1 every 0.1 s (QPS 10) for 5 s.
+	for range 10 {
+		steady = append(steady, at(0))
+	}
+	for i := 1; i <= 50; i++ {
+		steady = append(steady, at(float64(i)/10))
+	}
+	if idle, tail := budgetUse(steady, from, at(6), 10, 10); idle > 1e-9 || math.Abs(tail-1) > 1e-9 {
+		t.Errorf("at the QPS: idle %v, tail %v; want 0, 1", idle, tail)
+	}
+	// The same with a 3 s pause after 2 s: the request due at 2.1 s comes
+	// at 5.1 s, and the bucket, empty at 2.0 s and full again at 3.0 s,
+	// sat full for 2.1 s. Given out of order, as the log is.
+	var paused []time.Time
+	for i := len(steady) - 1; i >= 0; i-- {
+		x := steady[i]
+		if x.After(at(2)) {
+			x = x.Add(3 * time.Second)
+		}
+		paused = append(paused, x)
+	}
+	if idle, tail := budgetUse(paused, from, at(9), 10, 10); math.Abs(idle-2.1) > 1e-9 || math.Abs(tail-1) > 1e-9 {
+		t.Errorf("with a 3 s pause: idle %v, tail %v; want 2.1, 1", idle, tail)
+	}
+	// Requests outside the phase do not count; none in it: NaN.
+	if idle, _ := budgetUse(steady, at(10), at(20), 10, 10); !math.IsNaN(idle) {
+		t.Errorf("no requests in the phase: idle %v, want NaN", idle)
 	}
 }

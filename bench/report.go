@@ -133,6 +133,7 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 	}
 	fmt.Fprintf(&b, "\n![pods available over time during the rollout](%s)\n", filepath.Base(png))
 	writeStageTable(&b, runs)
+	writeBudgetTable(&b, runs, c)
 	writeCPUTable(&b, runs)
 	writeSchedTable(&b, sched)
 
@@ -284,6 +285,27 @@ func topN(m map[string]int, n int) string {
 		return "–"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// writeBudgetTable splits each phase by the controller's client budget
+// (budgetUse), so a gap between the systems can be put where it is: in
+// requests the controller held back while it had QPS to spare (idle), or
+// after its last request (tail).
+func writeBudgetTable(b *strings.Builder, runs []*runResult, c config) {
+	fmt.Fprintf(b, "\n## Phases against the client budget\n\nFrom the audit log: each controller's requests against a token bucket of QPS %d, burst %d, full when the phase starts. *Idle*: seconds the bucket sat full before the controller's last request of the phase, QPS it left unused while it still had requests to make (near 0 when the phase is bound by the QPS). *Tail*: from that last request to the end of the phase. Median (min–max) over the runs, in seconds.\n\n", c.qps, c.burst)
+	b.WriteString("| phase | upstream idle | everynode idle | upstream tail | everynode tail |\n|---|---|---|---|---|\n")
+	for i, name := range []string{"rollout", "rolling update, maxUnavailable 10%", "rolling update, maxSurge 10%"} {
+		col := func(sys string, tail bool) string {
+			f := figure{get: func(r *runResult) float64 {
+				if tail {
+					return r.budgetTail[i]
+				}
+				return r.budgetIdle[i]
+			}}
+			return fmtSummary(bySystem(runs, sys, f))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", name, col(upstream.name, false), col(everynode.name, false), col(upstream.name, true), col(everynode.name, true))
+	}
 }
 
 // fmtCount is m[k] as a whole number, "0" when absent, "–" when m is nil

@@ -46,6 +46,11 @@ type runResult struct {
 	// the watches kube-apiserver closed for not keeping up
 	// (meters.watchersClosed): the cause of a cut kwokWatchesCut sees.
 	watchersClosed [4]map[string]float64
+	// budgetIdle and budgetTail split the rollout and the two updates by
+	// the controller's client budget (budgetUse): seconds it left the
+	// budget full before its last request, and seconds from that request
+	// to the phase's end.
+	budgetIdle, budgetTail [3]float64
 	// joinStages[i]: stage i of joinStageNames, in seconds, one per joined node.
 	joinStages [len(joinStageNames)][]float64
 	// rolloutStages: seconds from a rollout pod seen to bound, and from
@@ -84,6 +89,9 @@ func (b *bench) label(s system, r int) string {
 
 func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, error) {
 	res := &runResult{system: s.name, round: round}
+	for i := range res.budgetIdle {
+		res.budgetIdle[i], res.budgetTail[i] = math.NaN(), math.NaN()
+	}
 	lbl := b.label(s, round)
 	// The controller's process: its pid for the RSS sampler, its name for
 	// its CPU, which is its row of the CPU-by-process figures.
@@ -218,6 +226,9 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 			logf("%s warning: kwok's pod watch was cut short and replayed %d/%d/%d/%d times in the rollout/maxUnavailable/maxSurge/join: those phases ran at kwok's pace", lbl, c[0], c[1], c[2], c[3])
 		}
 		res.controllerByVerb = aw.byVerbResource[ctrl]
+		for i, p := range phases[:3] {
+			res.budgetIdle[i], res.budgetTail[i] = budgetUse(aw.requests[ctrl], p[0], p[1], float64(b.c.qps), b.c.burst)
+		}
 		// The rollout's bindings, from the same read (it spans the rollout):
 		// a second pass over the log would parse it all again.
 		var bound []time.Time
