@@ -40,13 +40,11 @@ func checkValid(cert *tls.Certificate, now time.Time) error {
 }
 
 // TLSConfig returns the server TLS settings every everynode listener uses:
-// TLS 1.2 at least, HTTP/1.1 only (the API server and kube-scheduler speak
-// HTTP/1.1 to webhooks and extenders, and leaving HTTP/2 off avoids its
-// rapid-reset class of attacks), certificates from src.
+// TLS 1.2 at least, certificates from src. The protocols offered (ALPN) are
+// left to the http.Server's Protocols, which fills them in.
 func TLSConfig(src Source) *tls.Config {
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
-		NextProtos:     []string{"http/1.1"},
 		GetCertificate: src.GetCertificate,
 	}
 }

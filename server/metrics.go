@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +17,10 @@ import (
 // template (never by raw path, which a client controls).
 type requestMetrics struct {
 	duration *prometheus.HistogramVec
+	// connections counts the connections the HTTPS listener accepted: with
+	// HTTP/1.1 a client at high concurrency opens one per call in flight
+	// beyond its idle pool, each with a TLS handshake.
+	connections prometheus.Counter
 }
 
 func newRequestMetrics() *requestMetrics {
@@ -26,14 +31,28 @@ func newRequestMetrics() *requestMetrics {
 			Help:      "Duration of requests to the webhook and extender routes, by route and status code.",
 			Buckets:   []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route", "code"}),
+		connections: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "everynode",
+			Name:      "https_connections_total",
+			Help:      "Connections accepted by the HTTPS listener (webhooks and extender).",
+		}),
 	}
 }
 
 func (m *requestMetrics) register(r prometheus.Registerer) error {
-	if err := r.Register(m.duration); err != nil {
-		return fmt.Errorf("register request metrics: %w", err)
+	for _, c := range []prometheus.Collector{m.duration, m.connections} {
+		if err := r.Register(c); err != nil {
+			return fmt.Errorf("register request metrics: %w", err)
+		}
 	}
 	return nil
+}
+
+// countConnections is the HTTPS server's ConnState hook.
+func (m *requestMetrics) countConnections(_ net.Conn, state http.ConnState) {
+	if state == http.StateNew {
+		m.connections.Inc()
+	}
 }
 
 func (m *requestMetrics) instrument(route string, h http.Handler) http.Handler {

@@ -7,7 +7,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -59,6 +58,8 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Profiling adds /debug/pprof to the health listener.
 	Profiling bool
+	// HTTP2 offers HTTP/2 on the HTTPS listener besides HTTP/1.1.
+	HTTP2 bool
 }
 
 // MaxBodyBytes caps every request body on the HTTPS listener. The webhook
@@ -95,10 +96,15 @@ func New(cfg Config) (*Server, error) {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    1 << 20,
-		// An empty, non-nil map turns HTTP/2 off even if a client offers
-		// it: NextProtos already says http/1.1 only.
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
-		ErrorLog:     newErrorLog("https"),
+		Protocols:         secureProtocols(cfg.HTTP2),
+		HTTP2: &http.HTTP2Config{
+			// Go's default, written out: each connection serves at most this
+			// many requests at once (more wait for a stream), which is what
+			// bounds a client that opens and resets streams in a loop.
+			MaxConcurrentStreams: 250,
+		},
+		ConnState: metrics.countConnections,
+		ErrorLog:  newErrorLog("https"),
 	}
 	health := &http.Server{
 		Addr:              cfg.HealthAddr,
@@ -110,6 +116,25 @@ func New(cfg Config) (*Server, error) {
 		ErrorLog:          newErrorLog("health"),
 	}
 	return &Server{secure: secure, health: health}, nil
+}
+
+// secureProtocols is HTTP/1.1, and HTTP/2 when http2 is set.
+//
+// kube-apiserver calls webhooks through a client-go transport, which speaks
+// HTTP/2 when the server offers it and otherwise keeps at most 25 idle
+// HTTP/1.1 connections per webhook host. Every admission call beyond 25 at
+// once opens a new TLS connection, and most are closed again as soon as
+// they are answered. The number at once is the create rate times the
+// latency, so on a loaded API server (a 1 s create through the webhook, 50
+// creates a second) the pod webhook handshakes for most calls, and the
+// handshakes load the API server further. Over HTTP/2 all calls share one
+// connection. Go's HTTP/2 server has the mitigations for the rapid-reset
+// attacks (CVE-2023-44487) that made many webhooks turn HTTP/2 off.
+func secureProtocols(http2 bool) *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetHTTP2(http2)
+	return p
 }
 
 func secureRouter(r Routes, m *requestMetrics) http.Handler {

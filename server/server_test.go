@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -129,20 +130,36 @@ func TestRoutes(t *testing.T) {
 	}
 }
 
-func TestHTTP1Only(t *testing.T) {
-	secure, _ := startServer(t, Config{Certificates: &fakeSource{cert: testCert(t)}})
-	client := &http.Client{Transport: &http.Transport{
-		ForceAttemptHTTP2: true,
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}},
-	}}
-	resp, err := client.Post(secure+"/extender/filter", "application/json", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
+func TestProtocols(t *testing.T) {
+	post := func(t *testing.T, url string) *http.Response {
+		t.Helper()
+		client := &http.Client{Transport: &http.Transport{
+			ForceAttemptHTTP2: true,
+			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
+		}}
+		resp, err := client.Post(url+"/extender/filter", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
 	}
-	resp.Body.Close()
-	if resp.ProtoMajor != 1 {
-		t.Fatalf("served %s, want HTTP/1.1", resp.Proto)
+	for _, tc := range []struct {
+		http2     bool
+		wantMajor int
+	}{{true, 2}, {false, 1}} {
+		t.Run(fmt.Sprintf("http2=%v", tc.http2), func(t *testing.T) {
+			secure, health := startServer(t, Config{Certificates: &fakeSource{cert: testCert(t)}, HTTP2: tc.http2})
+			if resp := post(t, secure); resp.ProtoMajor != tc.wantMajor {
+				t.Fatalf("served %s to a client offering h2 and http/1.1, want HTTP/%d", resp.Proto, tc.wantMajor)
+			}
+			if _, body, _ := do(t, http.MethodGet, health+"/metrics"); !strings.Contains(body, "everynode_https_connections_total 1") {
+				t.Errorf("metrics do not count the one connection:\n%s", body)
+			}
+		})
 	}
+
+	secure, _ := startServer(t, Config{Certificates: &fakeSource{cert: testCert(t)}, HTTP2: true})
 	tlsOld := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		InsecureSkipVerify: true, MaxVersion: tls.VersionTLS11, MinVersion: tls.VersionTLS10,
 	}}}

@@ -26,6 +26,7 @@ type serveOptions struct {
 	secureAddr string
 	healthAddr string
 	profiling  bool
+	http2      bool
 
 	certMode              string
 	tlsCertFile           string
@@ -51,6 +52,7 @@ func defaultServeOptions() *serveOptions {
 		kubeAPIBurst:      100,
 		secureAddr:        ":8443",
 		healthAddr:        ":8080",
+		http2:             true,
 		certMode:          certModeFile,
 		namespace:         os.Getenv("POD_NAMESPACE"),
 		leaderElect:       true,
@@ -70,6 +72,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.secureAddr, "secure-addr", o.secureAddr, "HTTPS listen address of the webhook and extender routes.")
 	fs.StringVar(&o.healthAddr, "health-addr", o.healthAddr, "Plain-HTTP listen address of /healthz, /readyz and /metrics.")
 	fs.BoolVar(&o.profiling, "profiling", o.profiling, "Serve /debug/pprof on the health address.")
+	fs.BoolVar(&o.http2, "http2", o.http2, "Offer HTTP/2 on the HTTPS listener besides HTTP/1.1. kube-apiserver sends concurrent webhook calls over one HTTP/2 connection; over HTTP/1.1 it keeps only 25 idle connections and opens a new TLS connection for every call beyond them.")
 
 	fs.StringVar(&o.certMode, "cert-mode", o.certMode, `Where the serving certificate comes from: "file" (--tls-cert-file and --tls-key-file, reloaded when they change) or "self-signed" (a CA kept in the Secret --ca-secret-name, injected into --webhook-configurations).`)
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", o.tlsCertFile, "PEM certificate (chain) of the HTTPS server, for --cert-mode=file.")

@@ -188,6 +188,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		Gatherer:     registry,
 		Registerer:   registry,
 		Profiling:    o.profiling,
+		HTTP2:        o.http2,
 	})
 	if err != nil {
 		return err
