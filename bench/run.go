@@ -71,11 +71,12 @@ type runResult struct {
 	quietWait                   float64 // seconds waited for the cluster to go quiet
 
 	// During the rollout only.
-	admission         hist // apiserver_admission_webhook_admission_duration_seconds
-	everynodeWebhook  hist // everynode_webhook_request_duration_seconds
-	everynodeHTTP     hist // everynode_http_request_duration_seconds
-	extenderFilter    hist // everynode_extender_request_duration_seconds{verb=filter}
-	schedSLI          hist // scheduler_pod_scheduling_sli_duration_seconds
+	admission         hist    // apiserver_admission_webhook_admission_duration_seconds
+	everynodeWebhook  hist    // everynode_webhook_request_duration_seconds
+	everynodeHTTP     hist    // everynode_http_request_duration_seconds
+	extenderFilter    hist    // everynode_extender_request_duration_seconds{verb=filter}
+	httpsConns        float64 // everynode_https_connections_total delta
+	schedSLI          hist    // scheduler_pod_scheduling_sli_duration_seconds
 	schedAttempts     float64
 	bindingsPerSecond float64
 }
@@ -250,6 +251,8 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	res.everynodeHTTP = afterRollout.everynode.histogram(name, nil).minus(before.everynode.histogram(name, nil))
 	name = "everynode_extender_request_duration_seconds"
 	res.extenderFilter = afterRollout.everynode.histogram(name, match{"verb": "filter"}).minus(before.everynode.histogram(name, match{"verb": "filter"}))
+	name = "everynode_https_connections_total"
+	res.httpsConns = afterRollout.everynode.sum(name, nil) - before.everynode.sum(name, nil)
 	name = "scheduler_pod_scheduling_sli_duration_seconds"
 	res.schedSLI = afterRollout.sched.histogram(name, nil).minus(before.sched.histogram(name, nil))
 	res.schedAttempts = afterRollout.sched.sum("scheduler_schedule_attempts_total", match{"result": "scheduled"}) -
