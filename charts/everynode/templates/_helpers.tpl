@@ -178,6 +178,7 @@ outside the cluster (external.url), so both always agree.
 --scheduler-name={{ .Values.scheduler.name }}
 {{- end }}
 -v={{ .Values.logLevel }}
+--http2={{ .Values.http2 }}
 {{- end }}
 
 {{/*
