@@ -122,6 +122,9 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 	for _, f := range figures {
 		a, e := bySystem(runs, upstream.name, f), bySystem(runs, everynode.name, f)
 		ratio := e.median / a.median
+		if math.IsInf(ratio, 0) {
+			ratio = math.NaN() // nothing to compare with (upstream's figure is 0)
+		}
 		rs := fmtNum(ratio)
 		if f.target && !math.IsNaN(ratio) {
 			if ratio > 1.0 {
