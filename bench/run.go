@@ -224,7 +224,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 			}
 		}
 		if c := res.kwokWatchesCut; c != [4]int{} {
-			logf("%s warning: kwok's pod watch was cut short and replayed %d/%d/%d/%d times in the rollout/maxUnavailable/maxSurge/join: those phases ran at kwok's pace", lbl, c[0], c[1], c[2], c[3])
+			logf("%s warning: kwok's pod watch was cut short %d/%d/%d/%d times in the rollout/maxUnavailable/maxSurge/join: those phases ran partly at kwok's pace", lbl, c[0], c[1], c[2], c[3])
 		}
 		res.controllerByVerb = aw.byVerbResource[ctrl]
 		for i, p := range phases[:3] {
