@@ -141,13 +141,13 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 	writeCPUTable(&b, runs)
 	writeSchedTable(&b, sched)
 
-	b.WriteString("\n## Runs\n\n| run | rollout s | update maxUnavailable s | update maxSurge s | join p50 s | join p99 s | pods made | controller requests | CPU s | peak RSS MiB | kwok watches cut | pod watches closed |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n## Runs\n\n| run | rollout s | update maxUnavailable s | update maxSurge s | join p50 s | join p99 s | pods made | controller requests | CPU s | peak RSS MiB | kwok watches cut | pod watches closed | join: attempts not scheduled |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
 		c, w := r.kwokWatchesCut, r.watchersClosed
-		fmt.Fprintf(&b, "| %s r%d | %s | %s | %s | %s | %s | %d | %d | %s | %s | %d/%d/%d/%d | %s/%s/%s/%s |\n", r.system, r.round,
+		fmt.Fprintf(&b, "| %s r%d | %s | %s | %s | %s | %s | %d | %d | %s | %s | %d/%d/%d/%d | %s/%s/%s/%s | %s |\n", r.system, r.round,
 			fmtNum(r.rollout), fmtNum(r.updateMaxUnavailable), fmtNum(r.updateMaxSurge), fmtNum(r.joinP50), fmtNum(r.joinP99),
 			r.podsMade, r.controllerReqs, fmtNum(r.cpuSeconds), fmtNum(r.rssMB), c[0], c[1], c[2], c[3],
-			fmtCount(w[0], "pods"), fmtCount(w[1], "pods"), fmtCount(w[2], "pods"), fmtCount(w[3], "pods"))
+			fmtCount(w[0], "pods"), fmtCount(w[1], "pods"), fmtCount(w[2], "pods"), fmtCount(w[3], "pods"), fmtNum(r.joinUnscheduled))
 	}
 
 	b.WriteString("\n## Controller requests by verb and resource (audit log, sum over the runs)\n\n")
@@ -329,6 +329,7 @@ const methodNotes = `
 - CPU: utime+stime of the controller process (/proc/<pid>/stat) over the same span. Peak RSS: VmRSS polled every 250 ms during the run. everynode's figure includes its webhooks and extender (they are part of what it costs); kube-controller-manager runs only the controllers listed above (the garbage collector is off, so the benchmark deletes pods and ControllerRevisions itself between runs, and lifts kwok's initial not-ready taint itself).
 - Webhook, extender and scheduler figures are histogram deltas over the rollout only. The A runs are the "extender, non-daemon path" case (apps/v1 pods pass through everynode's extender too, as every pod of the cluster does); the scheduler throughput table above compares that path with no extender at all. Connections to everynode's HTTPS server: its everynode_https_connections_total over the rollout, kube-apiserver's webhook calls and kube-scheduler's extender calls together (each new connection is a TLS handshake on both sides).
 - kwok watches cut (Runs table, rollout/maxUnavailable/maxSurge/join): kwok's watches of all pods that kube-apiserver ended within a minute of their start (audit log; they last 5-10 minutes otherwise). kwok as make tools builds it (e2e/tools/kube/kwok-watch-resume.patch) resumes such a watch from the last resourceVersion it saw, so a cut costs it the events it missed until the new watch has caught up (unpatched kwok v0.8.0 resumed from resourceVersion 0 and replayed every pod, and its new watch was cut again); meanwhile kwok makes fewer pods Ready and the phase runs partly at kwok's pace instead of the controller's. A phase with cuts measures the harness as well as the controller.
+- join: attempts not scheduled (Runs table): kube-scheduler's scheduler_schedule_attempts_total with a result other than scheduled (unschedulable, error), summed over the join's waves; each such attempt sends a joining node's pod back to wait in the scheduler's queue (with a backoff) until an event says it may fit now.
 - pod watches closed (Runs table, same phases): kube-apiserver's apiserver_terminated_watchers_total{resource="pods"}, the watches of pods (any client's) its watch cache closed because their client did not take the events as fast as they came; it waits at most 100 ms (refilled at 50 ms a second) for a full watcher before it closes it. This is the cause of a kwok watch cut; "–" = not read (a scrape failed).
 - Everything shares one machine (control plane, kwok, both controllers and the benchmark), so absolute figures move with its load; the A/B alternation is what keeps the ratio fair.
 `

@@ -53,6 +53,10 @@ type runResult struct {
 	budgetIdle, budgetTail [3]float64
 	// joinStages[i]: stage i of joinStageNames, in seconds, one per joined node.
 	joinStages [len(joinStageNames)][]float64
+	// joinUnscheduled counts kube-scheduler's attempts during the join's
+	// waves that did not bind the pod (result unschedulable or error): each
+	// sends the pod back to wait in the scheduler's queue. NaN: not scraped.
+	joinUnscheduled float64
 	// rolloutStages: seconds from a rollout pod seen to bound, and from
 	// bound to available, one per node.
 	rolloutStages [2][]float64
@@ -170,7 +174,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 
 	// 3. Node join, in waves.
 	var lat []time.Duration
-	lat, res.joinStages, res.joinCPU = b.join(ctx, s, round, lbl)
+	lat, res.joinStages, res.joinCPU, res.joinUnscheduled = b.join(ctx, s, round, lbl)
 	res.joinP50, res.joinP99 = math.NaN(), math.NaN()
 	if want := b.c.join * b.c.joinWaves; len(lat) == want {
 		res.joinP50, res.joinP99 = percentile(lat, 50).Seconds(), percentile(lat, 99).Seconds()
@@ -304,11 +308,12 @@ func phaseDeltas(at [7]map[string]float64) [4]map[string]float64 {
 // between: with only its daemonset controller, kube-controller-manager
 // would leave their pods to a pod GC that is not running, and everynode
 // would spend requests collecting them).
-func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]time.Duration, [len(joinStageNames)][]float64, map[string]float64) {
+func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]time.Duration, [len(joinStageNames)][]float64, map[string]float64, float64) {
 	var (
-		lat    []time.Duration
-		stages [len(joinStageNames)][]float64
-		cpu    = map[string]float64{}
+		lat         []time.Duration
+		stages      [len(joinStageNames)][]float64
+		cpu         = map[string]float64{}
+		unscheduled float64
 	)
 	for wave := range b.c.joinWaves {
 		// Each wave starts on a cluster back at rest, not amid the last
@@ -317,6 +322,7 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]ti
 		b.quiet(ctx, lbl, time.Minute)
 		logf("%s %d nodes join (wave %d of %d)", lbl, b.c.join, wave+1, b.c.joinWaves)
 		cpu0 := b.procs.cpu()
+		sched0 := b.m.scheduler(ctx)
 		created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s-w%d", round, s.name, wave), b.c.join, b.c.phaseTimeout)
 		if err != nil {
 			logf("%s node join: %v", lbl, err)
@@ -333,6 +339,15 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]ti
 		for p, d := range cpuDelta(cpu0, b.procs.cpu()) {
 			cpu[p] += d
 		}
+		if sched1 := b.m.scheduler(ctx); sched0 != nil && sched1 != nil {
+			n := notScheduled(sched1) - notScheduled(sched0)
+			unscheduled += n
+			if n > 0 {
+				logf("%s wave %d: %.0f scheduling attempts did not bind their pod", lbl, wave+1, n)
+			}
+		} else {
+			unscheduled = math.NaN()
+		}
 		for n, at := range b.t.availableTimes(image3, joined) {
 			lat = append(lat, at.Sub(created[n].created))
 		}
@@ -344,7 +359,13 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]ti
 			logf("%s slowest join of wave %d %s", lbl, wave+1, slow)
 		}
 	}
-	return lat, stages, cpu
+	return lat, stages, cpu, unscheduled
+}
+
+// notScheduled counts kube-scheduler's attempts that did not bind a pod.
+func notScheduled(s scrape) float64 {
+	return s.sum("scheduler_schedule_attempts_total", nil) -
+		s.sum("scheduler_schedule_attempts_total", match{"result": "scheduled"})
 }
 
 // flushDeferred waits until everynode holds no request back for a spare
