@@ -197,7 +197,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		),
 		expectations: newExpectations(clk),
 		statusWrites: newStatusWrites(),
-		slowStart:    newSlowStart(),
+		slowStart:    newSlowStart(clk),
 		syncCosts:    newSyncCosts(),
 		// "Fake" only means "with this clock": the real one in production.
 		failedBackoff: flowcontrol.NewFakeBackOff(failedPodBackoffInitial, failedPodBackoffMax, clk),

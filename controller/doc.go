@@ -32,7 +32,8 @@
 //   - Slow start carries over from sync to sync: the next sync starts at
 //     twice the largest batch of the set's last fully successful creates,
 //     up to BurstReplicas (slowstart.go), where upstream starts every sync
-//     at one pod; the first failure sends the set back to one.
+//     at one pod; the first failure sends the set back to one, and so does
+//     a sync more than 10 s after the last successful creates.
 //   - With a Config.Budget (package budget), the client's QPS goes to pod
 //     work first: Normal events and status writes that only move counts
 //     take only spare tokens (events.go, statuswrites.go), up to

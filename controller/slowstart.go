@@ -2,9 +2,20 @@ package controller
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
+
+// slowStartMemory is how long a set's slow start is remembered after its
+// last fully successful creates. Within one rollout or rolling update the
+// next sync follows within a second or two; a node join minutes later
+// starts again at one pod, as upstream's every sync does, because by then
+// what made the creates succeed (quota, webhooks, the API server's load)
+// may have changed, and a set's whole remembered batch failing at once is
+// the flood slow start is there to prevent.
+const slowStartMemory = 10 * time.Second
 
 // slowStart remembers, per set, where its slow start had got to when its
 // last sync's creates all succeeded, and starts the next sync's batches
@@ -30,27 +41,44 @@ import (
 // waits let the client's token bucket fill to its burst and lose tokens:
 // the rollout took 118 s against kube-controller-manager's 108.
 type slowStart struct {
-	mu   sync.Mutex
-	next map[cache.ObjectName]int
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	next  map[cache.ObjectName]remembered
 }
 
-func newSlowStart() *slowStart {
-	return &slowStart{next: map[cache.ObjectName]int{}}
+// remembered is where a set's slow start had got to, and when.
+type remembered struct {
+	size int
+	at   time.Time
 }
 
-// initial is the first batch size for the set's next creates.
+func newSlowStart(clk clock.PassiveClock) *slowStart {
+	return &slowStart{clock: clk, next: map[cache.ObjectName]remembered{}}
+}
+
+// initial is the first batch size for the set's next creates: one, unless
+// its creates all succeeded within slowStartMemory.
 func (s *slowStart) initial(key cache.ObjectName) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return max(slowStartInitialBatchSize, s.next[key])
+	r, ok := s.next[key]
+	if !ok || s.clock.Since(r.at) > slowStartMemory {
+		return slowStartInitialBatchSize
+	}
+	return max(slowStartInitialBatchSize, r.size)
 }
 
 // succeeded records a sync whose creates all succeeded, the largest batch
-// being n: the next sync starts at 2n, at most limit.
+// being n: the next sync, if it comes within slowStartMemory, starts at 2n,
+// at most limit.
 func (s *slowStart) succeeded(key cache.ObjectName, n, limit int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.next[key] = max(min(2*n, limit), s.next[key])
+	size := min(2*n, limit)
+	if r, ok := s.next[key]; ok && s.clock.Since(r.at) <= slowStartMemory {
+		size = max(size, r.size)
+	}
+	s.next[key] = remembered{size: size, at: s.clock.Now()}
 }
 
 // reset sends the set back to batches of one (after a failed create, or

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
@@ -42,7 +43,8 @@ func TestSlowStartBatches(t *testing.T) {
 // doubling from one sync to the next, so that from the third sync on each
 // sync's creates are one batch (one wait for the slowest create, not two).
 func TestSlowStartCarriesOverSyncs(t *testing.T) {
-	s := newSlowStart()
+	clk := testingclock.NewFakePassiveClock(time.Unix(0, 0))
+	s := newSlowStart(clk)
 	key := cache.ObjectName{Namespace: "ns", Name: "agent"}
 	var got [][]int
 	for range 4 {
@@ -63,6 +65,23 @@ func TestSlowStartCarriesOverSyncs(t *testing.T) {
 	s.reset(key)
 	if got := s.initial(key); got != 1 {
 		t.Errorf("initial after a reset = %d, want 1", got)
+	}
+	// What succeeded is remembered for slowStartMemory, not for ever: a
+	// node join long after the rollout starts over at one, as upstream.
+	s.succeeded(key, 125, BurstReplicas)
+	clk.SetTime(clk.Now().Add(slowStartMemory))
+	if got := s.initial(key); got != 250 {
+		t.Errorf("initial %s after a largest batch of 125 = %d, want 250", slowStartMemory, got)
+	}
+	clk.SetTime(clk.Now().Add(time.Millisecond))
+	if got := s.initial(key); got != 1 {
+		t.Errorf("initial %s after the last success = %d, want 1", slowStartMemory+time.Millisecond, got)
+	}
+	// And an expired memory does not raise the next sync's: batches of 1,
+	// 2 succeeding start the next sync at 4, not at the old 250.
+	s.succeeded(key, 2, BurstReplicas)
+	if got := s.initial(key); got != 4 {
+		t.Errorf("initial after an expired 250 and a largest batch of 2 = %d, want 4", got)
 	}
 }
 
