@@ -48,7 +48,7 @@ func main() {
 	flag.IntVar(&c.nodes, "nodes", 1000, "nodes in the cluster (for the report; the cluster is made by bench.sh)")
 	flag.IntVar(&c.rounds, "rounds", 3, "A,B pairs to run")
 	flag.IntVar(&c.join, "join", 50, "nodes added at once in the node-join phase")
-	flag.IntVar(&c.joinWaves, "join-waves", 3, "node joins per run, one after the other (p50 and p99 over all of them)")
+	flag.IntVar(&c.joinWaves, "join-waves", 6, "node joins per run, one after the other (p50 and p99 over all of them)")
 	flag.IntVar(&c.qps, "qps", 50, "client QPS of both controllers (for the report)")
 	flag.IntVar(&c.burst, "burst", 100, "client burst of both controllers (for the report)")
 	flag.StringVar(&c.kcmControllers, "kcm-controllers", "", "kube-controller-manager --controllers (for the report)")
