@@ -14,7 +14,10 @@ import (
 // starts again at one pod, as upstream's every sync does, because by then
 // what made the creates succeed (quota, webhooks, the API server's load)
 // may have changed, and a set's whole remembered batch failing at once is
-// the flood slow start is there to prevent.
+// the flood slow start is there to prevent. It also spreads a join's pods
+// out for kube-scheduler and the kubelets as upstream's syncs do: carried
+// over from the rollout, a 1,000-node cluster's join sent each sync's pods
+// in one batch, and they queued at kube-scheduler and kwok (bench/README.md).
 const slowStartMemory = 10 * time.Second
 
 // slowStart remembers, per set, where its slow start had got to when its
