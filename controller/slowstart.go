@@ -9,15 +9,18 @@ import (
 )
 
 // slowStartMemory is how long a set's slow start is remembered after its
-// last fully successful creates. Within one rollout or rolling update the
-// next sync follows within a second or two; a node join minutes later
+// last fully successful creates. Within a rollout the next sync follows as
+// soon as the last one's pods are observed; a node join minutes later
 // starts again at one pod, as upstream's every sync does, because by then
 // what made the creates succeed (quota, webhooks, the API server's load)
 // may have changed, and a set's whole remembered batch failing at once is
 // the flood slow start is there to prevent. It also spreads a join's pods
 // out for kube-scheduler and the kubelets as upstream's syncs do: carried
-// over from the rollout, a 1,000-node cluster's join sent each sync's pods
-// in one batch, and they queued at kube-scheduler and kwok (bench/README.md).
+// over from the rollout, a join's sync sent all its pods in one batch, and
+// in the 1,000-node benchmark they waited longer at kube-scheduler and kwok
+// than kube-controller-manager's did (bench/README.md). Whether a rolling
+// update at 5,000 nodes, whose creates come in cycles, loses the memory
+// between cycles is not settled (bench/README.md).
 const slowStartMemory = 10 * time.Second
 
 // slowStart remembers, per set, where its slow start had got to when its
@@ -64,11 +67,7 @@ func newSlowStart(clk clock.PassiveClock) *slowStart {
 func (s *slowStart) initial(key cache.ObjectName) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.next[key]
-	if !ok || s.clock.Since(r.at) > slowStartMemory {
-		return slowStartInitialBatchSize
-	}
-	return max(slowStartInitialBatchSize, r.size)
+	return max(slowStartInitialBatchSize, s.current(key))
 }
 
 // succeeded records a sync whose creates all succeeded, the largest batch
@@ -77,11 +76,17 @@ func (s *slowStart) initial(key cache.ObjectName) int {
 func (s *slowStart) succeeded(key cache.ObjectName, n, limit int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	size := min(2*n, limit)
-	if r, ok := s.next[key]; ok && s.clock.Since(r.at) <= slowStartMemory {
-		size = max(size, r.size)
+	s.next[key] = remembered{size: max(min(2*n, limit), s.current(key)), at: s.clock.Now()}
+}
+
+// current is the set's remembered batch size, 0 if none or if it is older
+// than slowStartMemory. The caller holds s.mu.
+func (s *slowStart) current(key cache.ObjectName) int {
+	r, ok := s.next[key]
+	if !ok || s.clock.Since(r.at) > slowStartMemory {
+		return 0
 	}
-	s.next[key] = remembered{size: size, at: s.clock.Now()}
+	return r.size
 }
 
 // reset sends the set back to batches of one (after a failed create, or
