@@ -305,8 +305,8 @@ func phaseDeltas(at [7]map[string]float64) [4]map[string]float64 {
 // slowest node (of 50): a figure of one sample, which moved by a third
 // between runs of the same code. Three waves made it the second slowest of
 // 150, whose runs still spanned 1.83-2.63 s at 1,000 nodes; six make it the
-// fourth slowest of 300. The cluster grows by a wave each time (nodes are not removed in
-// between: with only its daemonset controller, kube-controller-manager
+// fourth slowest of 300. The cluster grows by a wave each time (nodes are
+// not removed in between: with only its daemonset controller, kube-controller-manager
 // would leave their pods to a pod GC that is not running, and everynode
 // would spend requests collecting them).
 func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]time.Duration, [len(joinStageNames)][]float64, map[string]float64, float64) {
