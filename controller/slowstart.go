@@ -8,20 +8,29 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// slowStartMemory is how long a set's slow start is remembered after its
-// last fully successful creates. Within a rollout the next sync follows as
-// soon as the last one's pods are observed; a node join minutes later
-// starts again at one pod, as upstream's every sync does, because by then
-// what made the creates succeed (quota, webhooks, the API server's load)
-// may have changed, and a set's whole remembered batch failing at once is
-// the flood slow start is there to prevent. It also spreads a join's pods
-// out for kube-scheduler and the kubelets as upstream's syncs do: carried
-// over from the rollout, a join's sync sent all its pods in one batch, and
-// in the 1,000-node benchmark they waited longer at kube-scheduler and kwok
-// than kube-controller-manager's did (bench/README.md). Whether a rolling
-// update at 5,000 nodes, whose creates come in cycles, loses the memory
-// between cycles is not settled (bench/README.md).
-const slowStartMemory = 10 * time.Second
+// A set's slow start is remembered while the set is on its way somewhere
+// (a rollout, a rolling update, nodes joining) and forgotten once it is at
+// rest, every node that should run it having an available pod of the
+// update revision (computeStatus): the next creates after that (a node
+// join, the next update) start again at one pod, as upstream's every sync
+// does. By then what made the creates succeed (quota, webhooks, the API
+// server's load) may have changed, and a set's whole remembered batch
+// failing at once is the flood slow start is there to prevent. Starting
+// at one also spreads a join's pods out for kube-scheduler and the
+// kubelets as upstream's syncs do: carried over from the rollout, a join's
+// sync sent all its pods in one batch, and in the 1,000-node benchmark
+// they waited longer at kube-scheduler and kwok than kube-controller-
+// manager's did (bench/README.md).
+//
+// Rest, not time, ends the memory because a rolling update at 5,000 nodes
+// creates in cycles of about 20 s (500 pods deleted, waited for, then
+// created), longer than the 10 s the memory once lasted: each cycle began
+// again at one pod, and the updates fell behind upstream's (bench/README.md).
+//
+// slowStartMemory still bounds it, for a set that never comes to rest (a
+// node that stays NotReady): a join an hour later starts at one. It is well
+// above an update cycle.
+const slowStartMemory = time.Minute
 
 // slowStart remembers, per set, where its slow start had got to when its
 // last sync's creates all succeeded, and starts the next sync's batches
@@ -63,7 +72,8 @@ func newSlowStart(clk clock.PassiveClock) *slowStart {
 }
 
 // initial is the first batch size for the set's next creates: one, unless
-// its creates all succeeded within slowStartMemory.
+// its creates all succeeded since it was last at rest and within
+// slowStartMemory.
 func (s *slowStart) initial(key cache.ObjectName) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -89,8 +99,8 @@ func (s *slowStart) current(key cache.ObjectName) int {
 	return r.size
 }
 
-// reset sends the set back to batches of one (after a failed create, or
-// when the set is gone).
+// reset sends the set back to batches of one (after a failed create, when
+// the set is at rest, or when it is gone).
 func (s *slowStart) reset(key cache.ObjectName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

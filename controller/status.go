@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -33,10 +34,12 @@ type rollout struct {
 // only a sync that acted on the current spec may. revisions maps the hashes
 // of the set's revisions to their numbers, for currentRevision. It also
 // returns when the next ready pod becomes available (zero if none), for a
-// requeue.
-func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, observe bool) (everynodev1alpha1.DaemonSetStatus, time.Time) {
+// requeue, and whether the set is at rest: every node that should run it
+// has an available pod of the update revision, or one the policy keeps on
+// an older revision.
+func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, observe bool) (st everynodev1alpha1.DaemonSetStatus, nextAvailable time.Time, atRest bool) {
 	ds := v.ds
-	st := everynodev1alpha1.DaemonSetStatus{
+	st = everynodev1alpha1.DaemonSetStatus{
 		ObservedGeneration: ds.Status.ObservedGeneration,
 		CollisionCount:     ds.Status.CollisionCount,
 		UpdateRevision:     v.hash,
@@ -46,9 +49,8 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 		st.ObservedGeneration = ds.Generation
 	}
 	var (
-		nextAvailable time.Time
-		ts            troubles
-		ro            rollout
+		ts troubles
+		ro rollout
 	)
 	minReady := ds.Spec.MinReadySeconds
 	for i := range v.nodes {
@@ -121,7 +123,7 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 	now := metav1.NewTime(v.now)
 	meta.SetStatusCondition(&st.Conditions, availableCondition(&st, &ts, now))
 	meta.SetStatusCondition(&st.Conditions, progressingCondition(&st, &ts, &ro, now))
-	return st, nextAvailable
+	return st, nextAvailable, ro.pending == 0
 }
 
 // currentRevision returns the hash of the oldest revision that a live pod
@@ -224,7 +226,12 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, cur *appsv1.C
 	}
 	revisions[cur.Labels[revision.HashLabel]] = cur.Revision
 
-	status, nextAvailable := computeStatus(v, pol, revisions, observe)
+	status, nextAvailable, atRest := computeStatus(v, pol, revisions, observe)
+	if atRest {
+		// Whatever creates the set needs next (a node joining, a new
+		// revision) starts a new wave: it starts at one pod (slowstart.go).
+		c.slowStart.reset(cache.MetaObjectToName(ds))
+	}
 	if !nextAvailable.IsZero() {
 		// Notice the pod turning available; the extra second absorbs clock
 		// skew, as upstream.

@@ -85,6 +85,41 @@ func TestSlowStartCarriesOverSyncs(t *testing.T) {
 	}
 }
 
+// TestSlowStartForgottenAtRest checks that the memory lasts while the set
+// is on its way, even past an update cycle, and ends once every node runs
+// an available pod: a node joining after that starts at one pod.
+func TestSlowStartForgottenAtRest(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 3)
+	ds := newSet("agent")
+	addSetWithRevision(f, ds)
+	key := cache.MetaObjectToName(ds)
+	f.mustSync(ds) // batches 1, 2: all succeed
+	f.syncCaches()
+
+	// The pods are not ready yet: the set is on its way, and 30 s (an
+	// update cycle at 5,000 nodes) later it still starts at 4.
+	f.clock.Step(30 * time.Second)
+	f.mustSync(ds)
+	if got := f.c.slowStart.initial(key); got != 4 {
+		t.Fatalf("initial while the pods are not ready = %d, want 4", got)
+	}
+
+	// Every pod available: at rest, and forgotten.
+	f.runPods()
+	f.mustSync(ds)
+	if got := f.c.slowStart.initial(key); got != 1 {
+		t.Errorf("initial once every node runs an available pod = %d, want 1", got)
+	}
+	// So a joining node's pod goes out in a batch of one.
+	f.add(newNode("node-3", nil))
+	attempts := failCreatesAfter(f, 0)
+	_ = f.sync(ds)
+	if got := attempts.Load(); got != 1 {
+		t.Errorf("create attempts for a join after rest = %d, want 1", got)
+	}
+}
+
 // failCreatesAfter makes the fake API server refuse pod creates after the
 // first ok ones, and counts attempts.
 func failCreatesAfter(f *fixture, ok int64) *atomic.Int64 {
