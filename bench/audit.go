@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,9 +35,10 @@ func clientOf(userAgent string) string {
 
 // auditEvent is the part of an audit.k8s.io/v1 Event the benchmark reads.
 type auditEvent struct {
-	Verb      string `json:"verb"`
-	UserAgent string `json:"userAgent"`
-	ObjectRef *struct {
+	Verb       string `json:"verb"`
+	UserAgent  string `json:"userAgent"`
+	RequestURI string `json:"requestURI"`
+	ObjectRef  *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		Name        string `json:"name"`
@@ -75,6 +78,11 @@ type auditWindow struct {
 	// making pods Ready, and the phase was kwok's pace, not the
 	// controller's. The report flags the runs where it happened.
 	kwokWatchesCut []time.Time
+	// podWatchesCut are the watches of pods (collections) that ended,
+	// within [from, to], before the timeout their client asked for: the
+	// ones kube-apiserver closed because the client did not keep up. Told
+	// apart by client, as apiserver_terminated_watchers_total is not.
+	podWatchesCut []watchCut
 	// requests are the times of each controller's requests (clientKCM,
 	// clientEverynode), for budgetUse.
 	requests map[string][]time.Time
@@ -88,6 +96,40 @@ func kwokWatchCut(e auditEvent) bool {
 	return strings.HasPrefix(e.UserAgent, "kwok-controller/") && e.Verb == "watch" &&
 		e.ObjectRef != nil && e.ObjectRef.Resource == "pods" && e.ObjectRef.Name == "" &&
 		e.StageTimestamp.Sub(e.RequestReceivedTimestamp) < time.Minute
+}
+
+// watchCut is one pod watch that ended before its timeout.
+type watchCut struct {
+	// watcher is the client's product name, the user agent up to its
+	// first "/" (kube-scheduler, kwok-controller, everynode, ...).
+	watcher string
+	// ended is when kube-apiserver ended it.
+	ended time.Time
+}
+
+// podWatchCut reports whether e is a watch of pods (a collection) that
+// ended at least a second before the timeoutSeconds its client asked for.
+// client-go's reflectors ask for 5-10 minutes; the watch cache ends a
+// watch early when its client falls behind (and when kube-apiserver stops,
+// which a run does not see). A watch without timeoutSeconds is not judged.
+func podWatchCut(e auditEvent) (watchCut, bool) {
+	if e.Verb != "watch" || e.ObjectRef == nil || e.ObjectRef.Resource != "pods" || e.ObjectRef.Name != "" {
+		return watchCut{}, false
+	}
+	u, err := url.Parse(e.RequestURI)
+	if err != nil {
+		return watchCut{}, false
+	}
+	timeout, err := strconv.Atoi(u.Query().Get("timeoutSeconds"))
+	if err != nil || timeout <= 0 {
+		return watchCut{}, false
+	}
+	lasted := e.StageTimestamp.Sub(e.RequestReceivedTimestamp)
+	if lasted >= time.Duration(timeout)*time.Second-time.Second {
+		return watchCut{}, false
+	}
+	watcher, _, _ := strings.Cut(e.UserAgent, "/")
+	return watchCut{watcher: watcher, ended: e.StageTimestamp}, true
 }
 
 // auditOffset is the current end of the log: reading from there later yields
@@ -117,7 +159,13 @@ func readAudit(path string, offset int64, from, to time.Time) (auditWindow, erro
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 && line[len(line)-1] == '\n' {
 			var e auditEvent
-			if json.Unmarshal(line, &e) == nil && !e.RequestReceivedTimestamp.Before(from) && !e.RequestReceivedTimestamp.After(to) {
+			parsed := json.Unmarshal(line, &e) == nil
+			// A cut watch counts by its end: one cut in the window may have
+			// started long before it.
+			if cut, ok := podWatchCut(e); parsed && ok && !cut.ended.Before(from) && !cut.ended.After(to) {
+				w.podWatchesCut = append(w.podWatchesCut, cut)
+			}
+			if parsed && !e.RequestReceivedTimestamp.Before(from) && !e.RequestReceivedTimestamp.After(to) {
 				c := clientOf(e.UserAgent)
 				w.byClient[c]++
 				if w.byVerbResource[c] == nil {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +37,44 @@ func TestReadAuditKwokWatchesCut(t *testing.T) {
 	want := time.Date(2026, 12, 2, 0, 36, 9, 413000000, time.UTC)
 	if len(w.kwokWatchesCut) != 1 || !w.kwokWatchesCut[0].Equal(want) {
 		t.Errorf("kwokWatchesCut = %v, want [%v]", w.kwokWatchesCut, want)
+	}
+}
+
+// A pod watch counts as cut when it ended before the timeout its client
+// asked for, by its end time, whoever the client; watches that ran their
+// course, watches of one pod or of other resources do not.
+func TestReadAuditPodWatchesCut(t *testing.T) {
+	line := func(ua, resource, uri, from, to string) string {
+		return `{"kind":"Event","stage":"ResponseComplete","verb":"watch","userAgent":"` + ua +
+			`","requestURI":"` + uri + `","objectRef":{"resource":"` + resource + `","apiVersion":"v1"},"requestReceivedTimestamp":"2026-12-02T00:` + from +
+			`Z","stageTimestamp":"2026-12-02T00:` + to + `Z"}`
+	}
+	const pods = "/api/v1/pods?allowWatchBookmarks=true\u0026resourceVersion=5\u0026timeoutSeconds=%d\u0026watch=true"
+	uri := func(timeout int) string { return fmt.Sprintf(pods, timeout) }
+	log := strings.Join([]string{
+		line("everynode/v0.0.0 (linux/amd64)", "pods", uri(500), "05:00.000", "12:00.000"),          // cut after 7 of 8m20s, started before the window
+		line("kube-scheduler/v0.0.0 (linux/amd64)", "pods", uri(400), "10:00.000", "16:40.000"),     // ran its course
+		line("kube-scheduler/v0.0.0 (linux/amd64)", "pods", uri(400), "12:00.000", "12:30.000"),     // cut
+		line("kube-scheduler/v0.0.0 (linux/amd64)", "nodes", uri(400), "12:00.000", "12:30.000"),    // not pods
+		line("kwok-controller/v0.8.0", "pods", "/api/v1/pods?watch=true", "12:00.000", "12:05.000"), // no timeout asked: not judged
+		line("everynode/v0.0.0 (linux/amd64)", "pods", uri(500), "55:00.000", "55:10.000"),          // outside the window
+		"{torn",
+	}, "\n") + "\n"
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 12, 2, 0, 10, 0, 0, time.UTC)
+	w, err := readAudit(path, 0, from, from.Add(30*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []watchCut{
+		{watcher: "everynode", ended: time.Date(2026, 12, 2, 0, 12, 0, 0, time.UTC)},
+		{watcher: "kube-scheduler", ended: time.Date(2026, 12, 2, 0, 12, 30, 0, time.UTC)},
+	}
+	if !reflect.DeepEqual(w.podWatchesCut, want) {
+		t.Errorf("podWatchesCut = %v, want %v", w.podWatchesCut, want)
 	}
 }
 

@@ -150,6 +150,8 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 			fmtCount(w[0], "pods"), fmtCount(w[1], "pods"), fmtCount(w[2], "pods"), fmtCount(w[3], "pods"), fmtNum(r.joinUnscheduled))
 	}
 
+	writeWatchCuts(&b, runs)
+
 	b.WriteString("\n## Controller requests by verb and resource (audit log, sum over the runs)\n\n")
 	for _, sys := range []string{upstream.name, everynode.name} {
 		total := map[string]int{}
@@ -277,7 +279,7 @@ func topN(m map[string]int, n int) string {
 	for k, v := range m {
 		s = append(s, kv{k, v})
 	}
-	sort.Slice(s, func(i, j int) bool { return s[i].v > s[j].v })
+	sort.Slice(s, func(i, j int) bool { return s[i].v > s[j].v || s[i].v == s[j].v && s[i].k < s[j].k })
 	var parts []string
 	for i, x := range s {
 		if i == n {
@@ -289,6 +291,31 @@ func topN(m map[string]int, n int) string {
 		return "–"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// writeWatchCuts says, per run and phase, whose pod watches kube-apiserver
+// ended early: a controller's own informer falling behind stalls its syncs
+// until the new watch has caught up, kube-scheduler's or kwok's stalls the
+// pods of both systems.
+func writeWatchCuts(b *strings.Builder, runs []*runResult) {
+	b.WriteString("\n## Pod watches ended before their timeout, by client (audit log)\n\n")
+	phases := [...]string{"rollout", "maxUnavailable", "maxSurge", "join"}
+	none := true
+	for _, r := range runs {
+		var parts []string
+		for i, cuts := range r.podWatchesCut {
+			if len(cuts) > 0 {
+				parts = append(parts, phases[i]+": "+topN(cuts, 5))
+			}
+		}
+		if len(parts) > 0 {
+			none = false
+			fmt.Fprintf(b, "- %s r%d: %s\n", r.system, r.round, strings.Join(parts, "; "))
+		}
+	}
+	if none {
+		b.WriteString("None in any run.\n")
+	}
 }
 
 // writeBudgetTable splits each phase by the controller's client budget
@@ -330,6 +357,7 @@ const methodNotes = `
 - Webhook, extender and scheduler figures are histogram deltas over the rollout only. The A runs are the "extender, non-daemon path" case (apps/v1 pods pass through everynode's extender too, as every pod of the cluster does); the scheduler throughput table above compares that path with no extender at all. Connections to everynode's HTTPS server: its everynode_https_connections_total over the rollout, kube-apiserver's webhook calls and kube-scheduler's extender calls together (each new connection is a TLS handshake on both sides).
 - kwok watches cut (Runs table, rollout/maxUnavailable/maxSurge/join): kwok's watches of all pods that kube-apiserver ended within a minute of their start (audit log; they last 5-10 minutes otherwise). kwok as make tools builds it (e2e/tools/kube/kwok-watch-resume.patch) resumes such a watch from the last resourceVersion it saw, so a cut costs it the events it missed until the new watch has caught up (unpatched kwok v0.8.0 resumed from resourceVersion 0 and replayed every pod, and its new watch was cut again); meanwhile kwok makes fewer pods Ready and the phase runs partly at kwok's pace instead of the controller's. A phase with cuts measures the harness as well as the controller.
 - join: attempts not scheduled (Runs table): kube-scheduler's scheduler_schedule_attempts_total with a result other than scheduled (unschedulable, error), summed over the join's waves; each such attempt sends a joining node's pod back to wait in the scheduler's queue (with a backoff) until an event says it may fit now.
+- Pod watches ended before their timeout, by client: watches of pods in the audit log that ended, within a phase, at least a second before the timeoutSeconds their client asked for (client-go asks for 5-10 minutes), by the user agent's product name; counted by their end. These are the watches kube-apiserver closed (pod watches closed, below): a controller's informer that falls behind stalls that controller's syncs until its new watch has caught up; kube-scheduler's or kwok's stalls every pod.
 - pod watches closed (Runs table, same phases): kube-apiserver's apiserver_terminated_watchers_total{resource="pods"}, the watches of pods (any client's) its watch cache closed because their client did not take the events as fast as they came; it waits at most 100 ms (refilled at 50 ms a second) for a full watcher before it closes it. This is the cause of a kwok watch cut; "–" = not read (a scrape failed).
 - Everything shares one machine (control plane, kwok, both controllers and the benchmark), so absolute figures move with its load; the A/B alternation is what keeps the ratio fair.
 `

@@ -46,6 +46,10 @@ type runResult struct {
 	// the watches kube-apiserver closed for not keeping up
 	// (meters.watchersClosed): the cause of a cut kwokWatchesCut sees.
 	watchersClosed [4]map[string]float64
+	// podWatchesCut counts, per phase (as kwokWatchesCut) and client, the
+	// pod watches that ended before their timeout (auditWindow): whose
+	// watches watchersClosed counts.
+	podWatchesCut [4]map[string]int
 	// budgetIdle and budgetTail split the rollout and the two updates by
 	// the controller's client budget (budgetUse): seconds it left the
 	// budget full before its last request, and seconds from that request
@@ -224,6 +228,16 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 			for i, p := range phases {
 				if !at.Before(p[0]) && at.Before(p[1]) {
 					res.kwokWatchesCut[i]++
+				}
+			}
+		}
+		for _, cut := range aw.podWatchesCut {
+			for i, p := range phases {
+				if !cut.ended.Before(p[0]) && cut.ended.Before(p[1]) {
+					if res.podWatchesCut[i] == nil {
+						res.podWatchesCut[i] = map[string]int{}
+					}
+					res.podWatchesCut[i][cut.watcher]++
 				}
 			}
 		}
