@@ -110,6 +110,7 @@ func run(ctx context.Context, c config) error {
 	if err := t.start(ctx, cs, benchNamespace, podSelector); err != nil {
 		return err
 	}
+	go t.touchStalled(ctx, cs)
 	// Leftovers of an interrupted run would skew the first one.
 	for _, s := range []system{upstream, everynode} {
 		if err := w.teardown(ctx, s, t); err != nil {

@@ -141,13 +141,13 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 	writeCPUTable(&b, runs)
 	writeSchedTable(&b, sched)
 
-	b.WriteString("\n## Runs\n\n| run | rollout s | update maxUnavailable s | update maxSurge s | join p50 s | join p99 s | pods made | controller requests | CPU s | peak RSS MiB | kwok watches cut | pod watches closed | join: attempts not scheduled |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n## Runs\n\n| run | rollout s | update maxUnavailable s | update maxSurge s | join p50 s | join p99 s | pods made | controller requests | CPU s | peak RSS MiB | kwok watches cut | pod watches closed | join: attempts not scheduled | pods kwok stalled |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
 		c, w := r.kwokWatchesCut, r.watchersClosed
-		fmt.Fprintf(&b, "| %s r%d | %s | %s | %s | %s | %s | %d | %d | %s | %s | %d/%d/%d/%d | %s/%s/%s/%s | %s |\n", r.system, r.round,
+		fmt.Fprintf(&b, "| %s r%d | %s | %s | %s | %s | %s | %d | %d | %s | %s | %d/%d/%d/%d | %s/%s/%s/%s | %s | %d |\n", r.system, r.round,
 			fmtNum(r.rollout), fmtNum(r.updateMaxUnavailable), fmtNum(r.updateMaxSurge), fmtNum(r.joinP50), fmtNum(r.joinP99),
 			r.podsMade, r.controllerReqs, fmtNum(r.cpuSeconds), fmtNum(r.rssMB), c[0], c[1], c[2], c[3],
-			fmtCount(w[0], "pods"), fmtCount(w[1], "pods"), fmtCount(w[2], "pods"), fmtCount(w[3], "pods"), fmtNum(r.joinUnscheduled))
+			fmtCount(w[0], "pods"), fmtCount(w[1], "pods"), fmtCount(w[2], "pods"), fmtCount(w[3], "pods"), fmtNum(r.joinUnscheduled), r.stalledTouched)
 	}
 
 	writeWatchCuts(&b, runs)
@@ -358,6 +358,7 @@ const methodNotes = `
 - kwok watches cut (Runs table, rollout/maxUnavailable/maxSurge/join): kwok's watches of all pods that kube-apiserver ended within a minute of their start (audit log; they last 5-10 minutes otherwise). kwok as make tools builds it (e2e/tools/kube/kwok-watch-resume.patch) resumes such a watch from the last resourceVersion it saw, so a cut costs it the events it missed until the new watch has caught up (unpatched kwok v0.8.0 resumed from resourceVersion 0 and replayed every pod, and its new watch was cut again); meanwhile kwok makes fewer pods Ready and the phase runs partly at kwok's pace instead of the controller's. A phase with cuts measures the harness as well as the controller.
 - join: attempts not scheduled (Runs table): kube-scheduler's scheduler_schedule_attempts_total with a result other than scheduled (unschedulable, error), summed over the join's waves; each such attempt sends a joining node's pod back to wait in the scheduler's queue (with a backoff) until an event says it may fit now.
 - Pod watches ended before their timeout, by client: watches of pods in the audit log that ended, within a phase, at least a second before the timeoutSeconds their client asked for (client-go asks for 5-10 minutes), by the user agent's product name; counted by their end. These are the watches kube-apiserver closed (pod watches closed, below): a controller's informer that falls behind stalls that controller's syncs until its new watch has caught up; kube-scheduler's or kwok's stalls every pod.
+- pods kwok stalled (Runs table): pods bound to a node for over a minute and still Pending, which the benchmark then touched (an annotation) so kwok, which acts only on watch events, would look at them again, as a kubelet's resync would; their wait counts in the run's times. kwok once left a joining node's bound pod untouched until it was touched by hand 346 s later.
 - pod watches closed (Runs table, same phases): kube-apiserver's apiserver_terminated_watchers_total{resource="pods"}, the watches of pods (any client's) its watch cache closed because their client did not take the events as fast as they came; it waits at most 100 ms (refilled at 50 ms a second) for a full watcher before it closes it. This is the cause of a kwok watch cut; "–" = not read (a scrape failed).
 - Everything shares one machine (control plane, kwok, both controllers and the benchmark), so absolute figures move with its load; the A/B alternation is what keeps the ratio fair.
 `

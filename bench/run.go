@@ -66,7 +66,10 @@ type runResult struct {
 	rolloutStages [2][]float64
 	series        []point
 
-	podsMade          int
+	podsMade int
+	// stalledTouched counts the pods kwok left bound and Pending for
+	// stallAfter, which the benchmark touched (touchStalled).
+	stalledTouched    int
 	controllerReqs    int            // by the system's controller (audit log)
 	controllerByVerb  map[string]int // verb resource -> count
 	apiserverReqs     float64        // apiserver_request_total delta, every client
@@ -202,6 +205,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	res.cpuSeconds = res.runCPU[procName]
 	res.rssMB = rss.peak() / (1 << 20)
 	res.podsMade = b.t.podsMade()
+	res.stalledTouched = b.t.stalledTouched()
 	if extra := b.t.extraPods(); len(extra) > 0 {
 		logf("%s %d node/image pairs got more than one pod: %s", lbl, len(extra), topN(extra, 10))
 	}

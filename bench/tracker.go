@@ -36,10 +36,16 @@ type tracker struct {
 	// goneAt: image -> when a pod of it last stopped being live (terminating
 	// or deleted), since the last reset.
 	goneAt map[string]time.Time
+	// boundAt: pod UID -> when it was first seen bound, for stalled.
+	// touched: the pods touchStalled has touched, and how many of them
+	// since the last reset.
+	boundAt      map[string]time.Time
+	touched      map[string]bool
+	touchedSince int
 }
 
 func newTracker() *tracker {
-	t := &tracker{pods: map[string]*corev1.Pod{}}
+	t := &tracker{pods: map[string]*corev1.Pod{}, boundAt: map[string]time.Time{}, touched: map[string]bool{}}
 	t.resetSeen()
 	return t
 }
@@ -60,6 +66,8 @@ func (t *tracker) start(ctx context.Context, cs kubernetes.Interface, namespace,
 			if p, ok := o.(*corev1.Pod); ok {
 				t.mu.Lock()
 				delete(t.pods, string(p.UID))
+				delete(t.boundAt, string(p.UID))
+				delete(t.touched, string(p.UID))
 				t.markGone(p, time.Now())
 				t.mu.Unlock()
 			}
@@ -98,6 +106,9 @@ func (t *tracker) observe(o any) {
 	}
 	if _, ok := t.firstBound[key]; !ok && p.Spec.NodeName != "" {
 		t.firstBound[key] = now
+	}
+	if _, ok := t.boundAt[string(p.UID)]; !ok && p.Spec.NodeName != "" {
+		t.boundAt[string(p.UID)] = now
 	}
 	if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && placement.IsPodAvailable(p, 0, now) {
 		k := p.Spec.NodeName + "|" + image(p)
@@ -153,6 +164,7 @@ func (t *tracker) resetSeen() {
 	t.firstAvailable = map[string]time.Time{}
 	t.firstSeen = map[string]time.Time{}
 	t.firstBound = map[string]time.Time{}
+	t.touchedSince = 0
 }
 
 func (t *tracker) podsMade() int {
