@@ -83,9 +83,16 @@ type auditWindow struct {
 	// ones kube-apiserver closed because the client did not keep up. Told
 	// apart by client, as apiserver_terminated_watchers_total is not.
 	podWatchesCut []watchCut
-	// requests are the times of each controller's requests (clientKCM,
-	// clientEverynode), for budgetUse.
-	requests map[string][]time.Time
+	// requests are each controller's requests (clientKCM,
+	// clientEverynode), for budgetUse and the counts by phase.
+	requests map[string][]auditRequest
+}
+
+// auditRequest is one request of a controller: when kube-apiserver
+// received it, and its "verb resource".
+type auditRequest struct {
+	at   time.Time
+	what string
 }
 
 // kwokWatchCut reports whether e is the end of one of kwok's watches of
@@ -145,7 +152,7 @@ func auditOffset(path string) int64 {
 // readAudit reads the events from offset on, keeping those received in
 // [from, to].
 func readAudit(path string, offset int64, from, to time.Time) (auditWindow, error) {
-	w := auditWindow{byClient: map[string]int{}, byVerbResource: map[string]map[string]int{}, requests: map[string][]time.Time{}}
+	w := auditWindow{byClient: map[string]int{}, byVerbResource: map[string]map[string]int{}, requests: map[string][]auditRequest{}}
 	f, err := os.Open(path)
 	if err != nil {
 		return w, fmt.Errorf("opening audit log: %w", err)
@@ -171,9 +178,10 @@ func readAudit(path string, offset int64, from, to time.Time) (auditWindow, erro
 				if w.byVerbResource[c] == nil {
 					w.byVerbResource[c] = map[string]int{}
 				}
-				w.byVerbResource[c][e.Verb+" "+e.resource()]++
+				what := e.Verb + " " + e.resource()
+				w.byVerbResource[c][what]++
 				if c == clientKCM || c == clientEverynode {
-					w.requests[c] = append(w.requests[c], e.RequestReceivedTimestamp)
+					w.requests[c] = append(w.requests[c], auditRequest{e.RequestReceivedTimestamp, what})
 				}
 				if c == clientScheduler && e.Verb == "create" && e.resource() == "pods/binding" {
 					w.bindings = append(w.bindings, e.RequestReceivedTimestamp)
@@ -190,40 +198,68 @@ func readAudit(path string, offset int64, from, to time.Time) (auditWindow, erro
 	return w, nil
 }
 
+// budget is one phase [from, to] as the controller's client rate limiter
+// saw it (budgetUse). Its parts add up to the phase:
+//
+//	to - from = (requests - burst) / qps + idle + unspent + tail
+//
+// so a gap between two systems in a phase bound by the QPS is put where it
+// is: more requests, QPS left unused while there were requests to make
+// (idle), budget left over after the last request (unspent), or a longer
+// wait after it (tail).
+type budget struct {
+	// requests the controller made in the phase.
+	requests int
+	// idle: seconds the token bucket sat full before the controller's last
+	// request, that is, client QPS it left unused while it still had
+	// requests to make. This includes the wait for its first request.
+	idle float64
+	// unspent: the tokens left in the bucket at its last request, in
+	// seconds of QPS: budget refilled while the controller waited (for
+	// pods to go, say) and never used; a phase that ends on a small batch
+	// of requests after a wait ends with budget to spare.
+	unspent float64
+	// tail: from the last request to the end of the phase (pods still
+	// turning Ready, old ones going).
+	tail float64
+	// byWhat counts the requests by "verb resource".
+	byWhat map[string]int
+}
+
 // budgetUse splits a phase [from, to] as the controller's client rate
-// limiter saw it, from the times its requests reached kube-apiserver:
-// idle is how long, before its last request of the phase, its token
-// bucket (qps, burst; full at from) sat full, that is, how much of the
-// client QPS it left unused while it still had requests to make; tail is
-// from that last request to the end of the phase (pods still turning
-// Ready, old ones going). A phase bound by the client QPS alone has idle
-// near 0, and then only the tail and the requests' own count decide its
-// length; anything else (a wait for the API server, the scheduler, kwok or
-// the controller's own syncs) shows as idle. NaN if the controller made no
-// request in the phase.
-func budgetUse(requests []time.Time, from, to time.Time, qps float64, burst int) (idle, tail float64) {
+// limiter saw it, from the times its requests reached kube-apiserver: a
+// token bucket of qps and burst, full at from. A phase bound by the client
+// QPS alone has idle near 0, and then the requests' count, unspent and the
+// tail decide its length; anything else (a wait for the API server, the
+// scheduler, kwok or the controller's own syncs) shows as idle. Its
+// durations are NaN if the controller made no request in the phase.
+func budgetUse(requests []auditRequest, from, to time.Time, qps float64, burst int) budget {
 	// The log is in order of completion, not arrival.
-	var in []time.Time
-	for _, at := range requests {
-		if !at.Before(from) && !at.After(to) {
-			in = append(in, at)
+	var in []auditRequest
+	u := budget{byWhat: map[string]int{}}
+	for _, r := range requests {
+		if !r.at.Before(from) && !r.at.After(to) {
+			in = append(in, r)
+			u.byWhat[r.what]++
 		}
 	}
-	slices.SortFunc(in, time.Time.Compare)
+	u.requests = len(in)
+	if len(in) == 0 {
+		u.idle, u.unspent, u.tail = math.NaN(), math.NaN(), math.NaN()
+		return u
+	}
+	slices.SortFunc(in, func(a, b auditRequest) int { return a.at.Compare(b.at) })
 	tokens, last := float64(burst), from
-	var lastReq time.Time
 	var lost float64
-	for _, at := range in {
-		tokens += at.Sub(last).Seconds() * qps
+	for _, r := range in {
+		tokens += r.at.Sub(last).Seconds() * qps
 		if tokens > float64(burst) {
 			lost += tokens - float64(burst)
 			tokens = float64(burst)
 		}
 		tokens--
-		last, lastReq = at, at
+		last = r.at
 	}
-	if lastReq.IsZero() {
-		return math.NaN(), math.NaN()
-	}
-	return lost / qps, to.Sub(lastReq).Seconds()
+	u.idle, u.unspent, u.tail = lost/qps, tokens/qps, to.Sub(last).Seconds()
+	return u
 }

@@ -78,38 +78,72 @@ func TestReadAuditPodWatchesCut(t *testing.T) {
 	}
 }
 
-// budgetUse must see a controller at its QPS as leaving nothing unused, and
-// count a pause only for the time the bucket sat full.
+// budgetUse must see a controller at its QPS as leaving nothing unused,
+// count a pause only for the time the bucket sat full, and split every
+// phase into parts that add up to its length.
 func TestBudgetUse(t *testing.T) {
 	from := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return from.Add(time.Duration(s * float64(time.Second))) }
-	var steady []time.Time
+	req := func(s float64) auditRequest { return auditRequest{at(s), "create pods"} }
+	const qps, burst = 10, 10
+	adds := func(name string, u budget, phase float64) {
+		t.Helper()
+		if sum := float64(u.requests-burst)/qps + u.idle + u.unspent + u.tail; math.Abs(sum-phase) > 1e-9 {
+			t.Errorf("%s: parts add up to %v s, phase is %v s (%+v)", name, sum, phase, u)
+		}
+	}
+	var steady []auditRequest
 	// Burst 10 at once, then 1 every 0.1 s (QPS 10) for 5 s.
 	for range 10 {
-		steady = append(steady, at(0))
+		steady = append(steady, req(0))
 	}
 	for i := 1; i <= 50; i++ {
-		steady = append(steady, at(float64(i)/10))
+		steady = append(steady, req(float64(i)/10))
 	}
-	if idle, tail := budgetUse(steady, from, at(6), 10, 10); idle > 1e-9 || math.Abs(tail-1) > 1e-9 {
-		t.Errorf("at the QPS: idle %v, tail %v; want 0, 1", idle, tail)
+	u := budgetUse(steady, from, at(6), qps, burst)
+	if u.requests != 60 || u.byWhat["create pods"] != 60 || math.Abs(u.idle) > 1e-9 || math.Abs(u.unspent) > 1e-9 || math.Abs(u.tail-1) > 1e-9 {
+		t.Errorf("at the QPS: %+v; want 60 requests, idle 0, unspent 0, tail 1", u)
 	}
+	adds("at the QPS", u, 6)
 	// The same with a 3 s pause after 2 s: the request due at 2.1 s comes
 	// at 5.1 s, and the bucket, empty at 2.0 s and full again at 3.0 s,
-	// sat full for 2.1 s. Given out of order, as the log is.
-	var paused []time.Time
+	// sat full for 2.1 s; it stays nearly full after (one request a refill),
+	// and 9 tokens are left unspent at the end. Given out of order, as the
+	// log is.
+	var paused []auditRequest
 	for i := len(steady) - 1; i >= 0; i-- {
-		x := steady[i]
-		if x.After(at(2)) {
-			x = x.Add(3 * time.Second)
+		r := steady[i]
+		if r.at.After(at(2)) {
+			r.at = r.at.Add(3 * time.Second)
 		}
-		paused = append(paused, x)
+		paused = append(paused, r)
 	}
-	if idle, tail := budgetUse(paused, from, at(9), 10, 10); math.Abs(idle-2.1) > 1e-9 || math.Abs(tail-1) > 1e-9 {
-		t.Errorf("with a 3 s pause: idle %v, tail %v; want 2.1, 1", idle, tail)
+	u = budgetUse(paused, from, at(9), qps, burst)
+	if math.Abs(u.idle-2.1) > 1e-9 || math.Abs(u.unspent-0.9) > 1e-9 || math.Abs(u.tail-1) > 1e-9 {
+		t.Errorf("with a 3 s pause: %+v; want idle 2.1, unspent 0.9, tail 1", u)
 	}
+	adds("with a 3 s pause", u, 9)
+	// A last small batch after a wait that did not fill the bucket: 20
+	// requests at once, then 3 more 0.5 s later. The bucket refilled 5
+	// tokens and the batch used 3: 0.2 s unspent, none idle.
+	var batch []auditRequest
+	for range 20 {
+		batch = append(batch, req(0))
+	}
+	// The first 10 came from the burst; the next 10 took a second at the QPS.
+	for i := range 10 {
+		batch[10+i] = req(float64(i+1) / 10)
+	}
+	for range 3 {
+		batch = append(batch, req(1.5))
+	}
+	u = budgetUse(batch, from, at(2), qps, burst)
+	if math.Abs(u.idle) > 1e-9 || math.Abs(u.unspent-0.2) > 1e-9 || math.Abs(u.tail-0.5) > 1e-9 {
+		t.Errorf("a small last batch: %+v; want idle 0, unspent 0.2, tail 0.5", u)
+	}
+	adds("a small last batch", u, 2)
 	// Requests outside the phase do not count; none in it: NaN.
-	if idle, _ := budgetUse(steady, at(10), at(20), 10, 10); !math.IsNaN(idle) {
-		t.Errorf("no requests in the phase: idle %v, want NaN", idle)
+	if u := budgetUse(steady, at(10), at(20), qps, burst); u.requests != 0 || !math.IsNaN(u.idle) {
+		t.Errorf("no requests in the phase: %+v, want none and NaN", u)
 	}
 }

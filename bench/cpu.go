@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -77,14 +79,32 @@ func cpuDelta(before, after map[string]float64) map[string]float64 {
 
 const total = "total"
 
-// rate is the cores the processes used together over d.
-func (p procs) rate(ctx context.Context, d time.Duration) float64 {
+// rate is the cores the processes used over d, each ("total": together).
+func (p procs) rate(ctx context.Context, d time.Duration) map[string]float64 {
 	before, t0 := p.cpu(), time.Now()
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
-	return cpuDelta(before, p.cpu())[total] / time.Since(t0).Seconds()
+	r := cpuDelta(before, p.cpu())
+	secs := time.Since(t0).Seconds()
+	for name := range r {
+		r[name] /= secs
+	}
+	return r
+}
+
+// busiest names the processes of a rate, busiest first, with their cores,
+// leaving out the total.
+func busiest(r map[string]float64) string {
+	names := slices.Collect(maps.Keys(r))
+	names = slices.DeleteFunc(names, func(n string) bool { return n == total })
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(r[b], r[a]) })
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.2f", n, r[n])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // quietWindow is how long the processes must stay near their idle rate
@@ -95,7 +115,7 @@ const quietWindow = 5 * time.Second
 // burst of leftover work at the start does not set it.
 func (b *bench) baseline(ctx context.Context) {
 	for i := 0; i < 6 && ctx.Err() == nil; i++ {
-		if r := b.procs.rate(ctx, quietWindow); b.idle == 0 || r < b.idle {
+		if r := b.procs.rate(ctx, quietWindow)[total]; b.idle == 0 || r < b.idle {
 			b.idle = r
 		}
 	}
@@ -112,14 +132,15 @@ func (b *bench) baseline(ctx context.Context) {
 func (b *bench) quiet(ctx context.Context, lbl string, limit time.Duration) time.Duration {
 	start := time.Now()
 	for ctx.Err() == nil {
-		r := b.procs.rate(ctx, quietWindow)
+		byProc := b.procs.rate(ctx, quietWindow)
+		r := byProc[total]
 		b.idle = min(b.idle, r)
 		if r <= 1.5*b.idle+0.05 {
 			logf("%s cluster quiet after %.0fs (%.2f cores; idle %.2f)", lbl, time.Since(start).Seconds(), r, b.idle)
 			return time.Since(start)
 		}
 		if time.Since(start) >= limit {
-			logf("%s warning: cluster still busy after %s (%.2f cores; idle %.2f); going on", lbl, limit, r, b.idle)
+			logf("%s warning: cluster still busy after %s (%.2f cores; idle %.2f); going on; cores by process: %s", lbl, limit, r, b.idle, busiest(byProc))
 			return time.Since(start)
 		}
 	}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -66,8 +68,11 @@ func fmtNum(x float64) string {
 	switch {
 	case math.IsNaN(x):
 		return "–"
-	case math.Abs(x) >= 100:
+	case math.Abs(x) >= 1000 || (math.Abs(x) >= 100 && x == math.Trunc(x)):
 		return fmt.Sprintf("%.0f", x)
+	case math.Abs(x) >= 100:
+		// Three digits would hide a phase of 200 s that is 0.6 s longer.
+		return fmt.Sprintf("%.1f", x)
 	case math.Abs(x) >= 10:
 		return fmt.Sprintf("%.1f", x)
 	default:
@@ -126,6 +131,9 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 			ratio = math.NaN() // nothing to compare with (upstream's figure is 0)
 		}
 		rs := fmtNum(ratio)
+		if ratio > 1 && rs == "1.00" {
+			rs = fmt.Sprintf("%.3f", ratio) // a miss must not read as 1.00
+		}
 		if f.target && !math.IsNaN(ratio) {
 			if ratio > 1.0 {
 				rs = "**" + rs + "**"
@@ -319,24 +327,85 @@ func writeWatchCuts(b *strings.Builder, runs []*runResult) {
 }
 
 // writeBudgetTable splits each phase by the controller's client budget
-// (budgetUse), so a gap between the systems can be put where it is: in
-// requests the controller held back while it had QPS to spare (idle), or
-// after its last request (tail).
+// (budgetUse), so a gap between the systems can be put where it is: in more
+// requests, in QPS the controller left unused while it had requests to
+// make (idle), in budget left over at its last request (unspent), or after
+// that request (tail). Then the phase's requests by verb and resource,
+// where the two systems' counts differ.
 func writeBudgetTable(b *strings.Builder, runs []*runResult, c config) {
-	fmt.Fprintf(b, "\n## Phases against the client budget\n\nFrom the audit log: each controller's requests against a token bucket of QPS %d, burst %d, full when the phase starts. *Idle*: seconds the bucket sat full before the controller's last request of the phase, QPS it left unused while it still had requests to make (near 0 when the phase is bound by the QPS). *Tail*: from that last request to the end of the phase. Median (min–max) over the runs, in seconds.\n\n", c.qps, c.burst)
-	b.WriteString("| phase | upstream idle | everynode idle | upstream tail | everynode tail |\n|---|---|---|---|---|\n")
-	for i, name := range []string{"rollout", "rolling update, maxUnavailable 10%", "rolling update, maxSurge 10%"} {
-		col := func(sys string, tail bool) string {
-			f := figure{get: func(r *runResult) float64 {
-				if tail {
-					return r.budgetTail[i]
-				}
-				return r.budgetIdle[i]
-			}}
-			return fmtSummary(bySystem(runs, sys, f))
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", name, col(upstream.name, false), col(everynode.name, false), col(upstream.name, true), col(everynode.name, true))
+	fmt.Fprintf(b, "\n## Phases against the client budget\n\nFrom the audit log: each controller's requests in the phase against a token bucket of QPS %d, burst %d, full when the phase starts. The parts add up to the phase: length = (requests − burst) / QPS + idle + unspent + tail. *Requests*: the controller's, in the phase. *Idle*: seconds the bucket sat full before the controller's last request, QPS it left unused while it still had requests to make (the wait for its first request included; near 0 when the phase is bound by the QPS). *Unspent*: tokens left in the bucket at the last request, in seconds of QPS (refilled while the controller waited and never used; below 0 where requests arrived closer together than the QPS allows, as arrival times jitter). *Tail*: from the last request to the end of the phase. Median (min–max) over the runs; the last column is everynode − upstream of the medians in seconds (requests at the QPS).\n\n", c.qps, c.burst)
+	b.WriteString("| phase | part | upstream | everynode | everynode − upstream, s |\n|---|---|---|---|---|\n")
+	phases := []string{"rollout", "rolling update, maxUnavailable 10%", "rolling update, maxSurge 10%"}
+	parts := []struct {
+		name string
+		get  func(u *budget) float64
+		// secs converts the part to seconds of the phase.
+		secs float64
+	}{
+		{"requests", func(u *budget) float64 { return float64(u.requests) }, 1 / float64(c.qps)},
+		{"idle, s", func(u *budget) float64 { return u.idle }, 1},
+		{"unspent, s", func(u *budget) float64 { return u.unspent }, 1},
+		{"tail, s", func(u *budget) float64 { return u.tail }, 1},
 	}
+	for i, name := range phases {
+		for _, part := range parts {
+			f := figure{get: func(r *runResult) float64 {
+				if r.budgets[i] == nil {
+					return math.NaN()
+				}
+				return part.get(r.budgets[i])
+			}}
+			up, ev := bySystem(runs, upstream.name, f), bySystem(runs, everynode.name, f)
+			diff := "–"
+			if d := (ev.median - up.median) * part.secs; !math.IsNaN(d) {
+				diff = fmt.Sprintf("%+.2f", d)
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", name, part.name, fmtSummary(up), fmtSummary(ev), diff)
+		}
+	}
+	b.WriteString("\nRequests by verb and resource in each phase where the systems' medians differ (apps/v1 and everynode.io resources shown as one), median (min–max) over the runs:\n\n")
+	b.WriteString("| phase | request | upstream | everynode |\n|---|---|---|---|\n")
+	none := true
+	for i, name := range phases {
+		kinds := map[string]bool{}
+		for _, r := range runs {
+			if r.budgets[i] != nil {
+				for k := range r.budgets[i].byWhat {
+					kinds[sameKind(k)] = true
+				}
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(kinds)) {
+			f := figure{get: func(r *runResult) float64 {
+				if r.budgets[i] == nil {
+					return math.NaN()
+				}
+				n := 0
+				for what, c := range r.budgets[i].byWhat {
+					if sameKind(what) == k {
+						n += c
+					}
+				}
+				return float64(n)
+			}}
+			up, ev := bySystem(runs, upstream.name, f), bySystem(runs, everynode.name, f)
+			if up.median == ev.median {
+				continue
+			}
+			none = false
+			fmt.Fprintf(b, "| %s | `%s` | %s | %s |\n", name, k, fmtSummary(up), fmtSummary(ev))
+		}
+	}
+	if none {
+		b.WriteString("| – | none differ | | |\n")
+	}
+}
+
+// sameKind names a "verb resource" so that both systems' DaemonSets count
+// as one: daemonsets.apps/status and daemonsets.everynode.io/status are
+// the same request to each controller.
+func sameKind(what string) string {
+	return strings.NewReplacer("daemonsets.apps", "daemonsets", "daemonsets.everynode.io", "daemonsets").Replace(what)
 }
 
 // fmtCount is m[k] as a whole number, "0" when absent, "–" when m is nil

@@ -47,3 +47,36 @@ func TestWriteCPUTable(t *testing.T) {
 		t.Errorf("no total row in\n%s", b.String())
 	}
 }
+
+// The budget table gives each phase's parts and, below, only the requests
+// whose counts differ between the systems, apps/v1 and everynode.io sets
+// counted as one kind.
+func TestWriteBudgetTable(t *testing.T) {
+	run := func(sys, statusResource string, creates int) *runResult {
+		r := &runResult{system: sys}
+		r.budgets[1] = &budget{requests: 1000 + creates, idle: 0.01, unspent: 0.1, tail: 0.05, byWhat: map[string]int{
+			"create pods": 500 + creates, "delete pods": 500, "update " + statusResource: 3,
+		}}
+		return r
+	}
+	var b strings.Builder
+	writeBudgetTable(&b, []*runResult{
+		run(upstream.name, "daemonsets.apps/status", 0),
+		run(everynode.name, "daemonsets.everynode.io/status", 10),
+	}, config{qps: 50, burst: 100})
+	out := b.String()
+	for _, want := range []string{
+		"| rolling update, maxUnavailable 10% | requests | 1000 | 1010 | +0.20 |",
+		"| rolling update, maxUnavailable 10% | `create pods` | 500 | 510 |",
+		"| rollout | requests | – | – | – |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no line %q in\n%s", want, out)
+		}
+	}
+	for _, unwanted := range []string{"`delete pods`", "status`"} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("%s is listed though both systems made as many:\n%s", unwanted, out)
+		}
+	}
+}

@@ -50,11 +50,9 @@ type runResult struct {
 	// pod watches that ended before their timeout (auditWindow): whose
 	// watches watchersClosed counts.
 	podWatchesCut [4]map[string]int
-	// budgetIdle and budgetTail split the rollout and the two updates by
-	// the controller's client budget (budgetUse): seconds it left the
-	// budget full before its last request, and seconds from that request
-	// to the phase's end.
-	budgetIdle, budgetTail [3]float64
+	// budgets split the rollout and the two updates by the controller's
+	// client budget (budgetUse); nil when the audit log was not read.
+	budgets [3]*budget
 	// joinStages[i]: stage i of joinStageNames, in seconds, one per joined node.
 	joinStages [len(joinStageNames)][]float64
 	// joinUnscheduled counts kube-scheduler's attempts during the join's
@@ -101,9 +99,6 @@ func (b *bench) label(s system, r int) string {
 
 func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, error) {
 	res := &runResult{system: s.name, round: round}
-	for i := range res.budgetIdle {
-		res.budgetIdle[i], res.budgetTail[i] = math.NaN(), math.NaN()
-	}
 	lbl := b.label(s, round)
 	// The controller's process: its pid for the RSS sampler, its name for
 	// its CPU, which is its row of the CPU-by-process figures.
@@ -250,7 +245,8 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 		}
 		res.controllerByVerb = aw.byVerbResource[ctrl]
 		for i, p := range phases[:3] {
-			res.budgetIdle[i], res.budgetTail[i] = budgetUse(aw.requests[ctrl], p[0], p[1], float64(b.c.qps), b.c.burst)
+			u := budgetUse(aw.requests[ctrl], p[0], p[1], float64(b.c.qps), b.c.burst)
+			res.budgets[i] = &u
 		}
 		// The rollout's bindings, from the same read (it spans the rollout):
 		// a second pass over the log would parse it all again.
