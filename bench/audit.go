@@ -44,6 +44,9 @@ type auditEvent struct {
 		Name        string `json:"name"`
 		APIGroup    string `json:"apiGroup"`
 	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time `json:"stageTimestamp"`
 }
@@ -179,6 +182,10 @@ func readAudit(path string, offset int64, from, to time.Time) (auditWindow, erro
 					w.byVerbResource[c] = map[string]int{}
 				}
 				what := e.Verb + " " + e.resource()
+				if e.ResponseStatus != nil && e.ResponseStatus.Code >= 400 {
+					// A refused request costs a token too.
+					what += fmt.Sprintf(" (%d)", e.ResponseStatus.Code)
+				}
 				w.byVerbResource[c][what]++
 				if c == clientKCM || c == clientEverynode {
 					w.requests[c] = append(w.requests[c], auditRequest{e.RequestReceivedTimestamp, what})
@@ -199,31 +206,39 @@ func readAudit(path string, offset int64, from, to time.Time) (auditWindow, erro
 }
 
 // budget is one phase [from, to] as the controller's client rate limiter
-// saw it (budgetUse). Its parts add up to the phase:
+// saw it (budgetUse), up to its last pod request (a create or delete of a
+// pod: the requests the phase waits on; status writes and events may
+// follow). Its parts add up to the phase:
 //
 //	to - from = (requests - burst) / qps + idle + unspent + tail
 //
 // so a gap between two systems in a phase bound by the QPS is put where it
-// is: more requests, QPS left unused while there were requests to make
-// (idle), budget left over after the last request (unspent), or a longer
-// wait after it (tail).
+// is: more requests before the last pod request, QPS left unused while
+// there were requests to make (idle), budget left over at the last pod
+// request (unspent), or a longer wait after it (tail).
 type budget struct {
-	// requests the controller made in the phase.
+	// requests the controller made from the phase's start up to and
+	// including its last pod request.
 	requests int
-	// idle: seconds the token bucket sat full before the controller's last
-	// request, that is, client QPS it left unused while it still had
+	// idle: seconds the token bucket sat full before the last pod request,
+	// that is, client QPS the controller left unused while it still had
 	// requests to make. This includes the wait for its first request.
 	idle float64
-	// unspent: the tokens left in the bucket at its last request, in
+	// unspent: the tokens left in the bucket at the last pod request, in
 	// seconds of QPS: budget refilled while the controller waited (for
-	// pods to go, say) and never used; a phase that ends on a small batch
-	// of requests after a wait ends with budget to spare.
+	// pods to go, say) and never used before the phase's last pod request.
 	unspent float64
-	// tail: from the last request to the end of the phase (pods still
-	// turning Ready, old ones going).
+	// tail: from the last pod request to the end of the phase (the last
+	// pods turning Ready).
 	tail float64
-	// byWhat counts the requests by "verb resource".
+	// byWhat counts all the phase's requests, those after the last pod
+	// request too, by "verb resource" (and " (code)" when refused).
 	byWhat map[string]int
+}
+
+// podWork reports whether a request is one a phase's pods wait on.
+func podWork(what string) bool {
+	return strings.HasPrefix(what, "create pods") || strings.HasPrefix(what, "delete pods")
 }
 
 // budgetUse splits a phase [from, to] as the controller's client rate
@@ -232,7 +247,7 @@ type budget struct {
 // QPS alone has idle near 0, and then the requests' count, unspent and the
 // tail decide its length; anything else (a wait for the API server, the
 // scheduler, kwok or the controller's own syncs) shows as idle. Its
-// durations are NaN if the controller made no request in the phase.
+// durations are NaN if the controller made no pod request in the phase.
 func budgetUse(requests []auditRequest, from, to time.Time, qps float64, burst int) budget {
 	// The log is in order of completion, not arrival.
 	var in []auditRequest
@@ -243,23 +258,30 @@ func budgetUse(requests []auditRequest, from, to time.Time, qps float64, burst i
 			u.byWhat[r.what]++
 		}
 	}
-	u.requests = len(in)
-	if len(in) == 0 {
+	slices.SortStableFunc(in, func(a, b auditRequest) int { return a.at.Compare(b.at) })
+	last := -1
+	for i, r := range in {
+		if podWork(r.what) {
+			last = i
+		}
+	}
+	if last < 0 {
 		u.idle, u.unspent, u.tail = math.NaN(), math.NaN(), math.NaN()
 		return u
 	}
-	slices.SortFunc(in, func(a, b auditRequest) int { return a.at.Compare(b.at) })
-	tokens, last := float64(burst), from
+	in = in[:last+1]
+	u.requests = len(in)
+	tokens, prev := float64(burst), from
 	var lost float64
 	for _, r := range in {
-		tokens += r.at.Sub(last).Seconds() * qps
+		tokens += r.at.Sub(prev).Seconds() * qps
 		if tokens > float64(burst) {
 			lost += tokens - float64(burst)
 			tokens = float64(burst)
 		}
 		tokens--
-		last = r.at
+		prev = r.at
 	}
-	u.idle, u.unspent, u.tail = lost/qps, tokens/qps, to.Sub(last).Seconds()
+	u.idle, u.unspent, u.tail = lost/qps, tokens/qps, to.Sub(prev).Seconds()
 	return u
 }

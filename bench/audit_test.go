@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +143,14 @@ func TestBudgetUse(t *testing.T) {
 		t.Errorf("a small last batch: %+v; want idle 0, unspent 0.2, tail 0.5", u)
 	}
 	adds("a small last batch", u, 2)
+	// A status write after the last pod request is counted by kind but
+	// not in the parts: the phase waited on the pods, not on it.
+	withStatus := append(slices.Clone(steady), auditRequest{at(5.5), "update daemonsets.apps/status"})
+	u = budgetUse(withStatus, from, at(6), qps, burst)
+	if u.requests != 60 || u.byWhat["update daemonsets.apps/status"] != 1 || math.Abs(u.tail-1) > 1e-9 {
+		t.Errorf("a status write after the last pod request: %+v; want 60 requests, tail 1", u)
+	}
+	adds("a status write after the last pod request", u, 6)
 	// Requests outside the phase do not count; none in it: NaN.
 	if u := budgetUse(steady, at(10), at(20), qps, burst); u.requests != 0 || !math.IsNaN(u.idle) {
 		t.Errorf("no requests in the phase: %+v, want none and NaN", u)

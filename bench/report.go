@@ -333,7 +333,7 @@ func writeWatchCuts(b *strings.Builder, runs []*runResult) {
 // that request (tail). Then the phase's requests by verb and resource,
 // where the two systems' counts differ.
 func writeBudgetTable(b *strings.Builder, runs []*runResult, c config) {
-	fmt.Fprintf(b, "\n## Phases against the client budget\n\nFrom the audit log: each controller's requests in the phase against a token bucket of QPS %d, burst %d, full when the phase starts. The parts add up to the phase: length = (requests − burst) / QPS + idle + unspent + tail. *Requests*: the controller's, in the phase. *Idle*: seconds the bucket sat full before the controller's last request, QPS it left unused while it still had requests to make (the wait for its first request included; near 0 when the phase is bound by the QPS). *Unspent*: tokens left in the bucket at the last request, in seconds of QPS (refilled while the controller waited and never used; below 0 where requests arrived closer together than the QPS allows, as arrival times jitter). *Tail*: from the last request to the end of the phase. Median (min–max) over the runs; the last column is everynode − upstream of the medians in seconds (requests at the QPS).\n\n", c.qps, c.burst)
+	fmt.Fprintf(b, "\n## Phases against the client budget\n\nFrom the audit log: each controller's requests in the phase, up to its last pod request (a create or delete of a pod; status writes and events may follow), against a token bucket of QPS %d, burst %d, full when the phase starts. The parts add up to the phase: length = (requests − burst) / QPS + idle + unspent + tail. *Requests*: the controller's, up to its last pod request. *Idle*: seconds the bucket sat full before that request, QPS it left unused while it still had requests to make (the wait for its first request included; near 0 when the phase is bound by the QPS). *Unspent*: tokens left in the bucket at that request, in seconds of QPS (refilled while the controller waited and never used; below 0 where requests arrived closer together than the QPS allows, as arrival times jitter). *Tail*: from that request to the end of the phase. Median (min–max) over the runs; the last column is everynode − upstream of the medians in seconds (requests at the QPS).\n\n", c.qps, c.burst)
 	b.WriteString("| phase | part | upstream | everynode | everynode − upstream, s |\n|---|---|---|---|---|\n")
 	phases := []string{"rollout", "rolling update, maxUnavailable 10%", "rolling update, maxSurge 10%"}
 	parts := []struct {
@@ -363,7 +363,7 @@ func writeBudgetTable(b *strings.Builder, runs []*runResult, c config) {
 			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", name, part.name, fmtSummary(up), fmtSummary(ev), diff)
 		}
 	}
-	b.WriteString("\nRequests by verb and resource in each phase where the systems' medians differ (apps/v1 and everynode.io resources shown as one), median (min–max) over the runs:\n\n")
+	b.WriteString("\nAll the phase's requests by verb and resource (a refused one with its HTTP code), where the systems' medians differ (apps/v1 and everynode.io resources shown as one), median (min–max) over the runs:\n\n")
 	b.WriteString("| phase | request | upstream | everynode |\n|---|---|---|---|\n")
 	none := true
 	for i, name := range phases {
