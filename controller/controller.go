@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -141,8 +140,10 @@ type Controller struct {
 	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	nodeQueue workqueue.TypedRateLimitingInterface[string]
 
-	recorder    record.EventRecorder
-	broadcaster record.EventBroadcaster // nil when the recorder was given
+	recorder record.EventRecorder
+	// broadcasters write the events of the recorder the controller made
+	// (eventRecorders); none when the recorder was given.
+	broadcasters []record.EventBroadcaster
 
 	podControl    PodControl
 	expectations  *expectations
@@ -206,8 +207,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	c.recorder = cfg.Recorder
 	if c.recorder == nil {
-		c.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
-		c.recorder = c.broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: Name})
+		c.recorder, c.broadcasters = eventRecorders(ctx)
 	}
 	c.podControl = realPodControl{client: cfg.KubeClient, recorder: c.recorder}
 	c.syncHandler = c.sync
@@ -245,10 +245,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return fmt.Errorf("everynode controller: workers must be at least 1, got %d", workers)
 	}
 	logger := klog.FromContext(ctx)
-	if c.broadcaster != nil {
-		c.broadcaster.StartStructuredLogging(3)
-		c.broadcaster.StartRecordingToSink(c.eventSink(ctx))
-		defer c.broadcaster.Shutdown()
+	for _, b := range c.broadcasters {
+		b.StartStructuredLogging(3)
+		b.StartRecordingToSink(c.eventSink(ctx))
+		defer b.Shutdown()
 	}
 
 	var wg sync.WaitGroup

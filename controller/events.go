@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -36,14 +37,59 @@ const (
 
 // MaxEventDelay bounds how long after it was recorded a Normal event waits
 // for a spare token of the controller's budget before it queues with the
-// pod work. A rollout
-// emits one SuccessfulCreate per pod; the event correlator sends the first
-// 25 or so of each set and drops the rest, but those 25 are requests, and
-// at QPS 50 half a second by which they would push the rollout's last pod
-// back. Two minutes covers a 5,000-node rollout at the default QPS.
-const MaxEventDelay = 2 * time.Minute
+// pod work. A rollout emits one SuccessfulCreate per pod; the event
+// correlator sends the first 25 or so of each set and drops the rest, but
+// those 25 are requests, and at QPS 50 half a second by which they would
+// push the rollout's last pod back. The bound must outlast the pod work
+// that follows too: two minutes covered a 5,000-node rollout (98 s at QPS
+// 50), and the rollout's first events then went out 20 s into the rolling
+// update that came next, ten requests in a phase everynode lost to upstream
+// by 0.2 s. Ten minutes covers a rollout and two rolling updates back to
+// back at 5,000 nodes (500 s). Only Normal events wait (the pods and the
+// status show the same progress); a Warning is sent at once, by its own
+// broadcaster (eventRecorders), never queued behind a Normal one.
+const MaxEventDelay = 10 * time.Minute
 
-// eventSink is where the controller's broadcaster writes events: through
+// eventRecorders makes the controller's recorder: one broadcaster, and so
+// one queue and one writing goroutine, for Warning events and one for the
+// others. A broadcaster writes its events one at a time, so with a single
+// one a Warning (a failed create someone must see) recorded while a Normal
+// event waits for a spare token would wait behind it, up to MaxEventDelay.
+func eventRecorders(ctx context.Context) (record.EventRecorder, []record.EventBroadcaster) {
+	source := corev1.EventSource{Component: Name}
+	normal := record.NewBroadcaster(record.WithContext(ctx))
+	warning := record.NewBroadcaster(record.WithContext(ctx))
+	r := byType{
+		normal:  normal.NewRecorder(eventScheme(), source),
+		warning: warning.NewRecorder(eventScheme(), source),
+	}
+	return r, []record.EventBroadcaster{normal, warning}
+}
+
+// byType records Warning events through one recorder and the others
+// through another.
+type byType struct{ normal, warning record.EventRecorder }
+
+func (r byType) pick(eventtype string) record.EventRecorder {
+	if eventtype == corev1.EventTypeWarning {
+		return r.warning
+	}
+	return r.normal
+}
+
+func (r byType) Event(object runtime.Object, eventtype, reason, message string) {
+	r.pick(eventtype).Event(object, eventtype, reason, message)
+}
+
+func (r byType) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{}) {
+	r.pick(eventtype).Eventf(object, eventtype, reason, messageFmt, args...)
+}
+
+func (r byType) AnnotatedEventf(object runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...interface{}) {
+	r.pick(eventtype).AnnotatedEventf(object, annotations, eventtype, reason, messageFmt, args...)
+}
+
+// eventSink is where the controller's broadcasters write events: through
 // KubeClient, or, with a Budget, through EventClient with each request's
 // token taken from the budget.
 func (c *Controller) eventSink(ctx context.Context) record.EventSink {

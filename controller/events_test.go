@@ -79,3 +79,54 @@ func TestBudgetedSink(t *testing.T) {
 		t.Errorf("a write without a token reached the API server (%d writes, want 6)", inner.writes)
 	}
 }
+
+// heldSink holds every Normal event until release is closed, as
+// budgetedSink holds one until a spare token, and passes the others on.
+type heldSink struct {
+	release chan struct{}
+	sent    chan *corev1.Event
+}
+
+func (s heldSink) write(e *corev1.Event) (*corev1.Event, error) {
+	if e.Type == corev1.EventTypeNormal {
+		<-s.release
+	}
+	s.sent <- e
+	return e, nil
+}
+
+func (s heldSink) Create(e *corev1.Event) (*corev1.Event, error)          { return s.write(e) }
+func (s heldSink) Update(e *corev1.Event) (*corev1.Event, error)          { return s.write(e) }
+func (s heldSink) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) { return s.write(e) }
+
+// TestWarningsDoNotWaitBehindNormalEvents checks that a Warning recorded
+// while a Normal event is held back for a spare token is written without
+// waiting for it: with one broadcaster, it would queue behind the Normal
+// event for up to MaxEventDelay.
+func TestWarningsDoNotWaitBehindNormalEvents(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	recorder, broadcasters := eventRecorders(ctx)
+	sink := heldSink{release: make(chan struct{}), sent: make(chan *corev1.Event, 2)}
+	for _, b := range broadcasters {
+		b.StartRecordingToSink(sink)
+		defer b.Shutdown()
+	}
+	ds := newSet("fluentd")
+	recorder.Event(ds, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: fluentd-a")
+	recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %s", "quota")
+
+	// Not a timing: a minute only bounds how long a broken router hangs.
+	select {
+	case e := <-sink.sent:
+		if e.Type != corev1.EventTypeWarning {
+			t.Fatalf("first event written: %s %s, want the Warning", e.Type, e.Reason)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the Warning was not written while the Normal event was held")
+	}
+	close(sink.release)
+	if e := <-sink.sent; e.Type != corev1.EventTypeNormal {
+		t.Errorf("second event written: %s %s, want the Normal one", e.Type, e.Reason)
+	}
+}
