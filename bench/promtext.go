@@ -157,6 +157,18 @@ func (h hist) minus(before hist) hist {
 	return d
 }
 
+// plus adds two histograms of the same buckets (spans of time summed).
+func (h hist) plus(o hist) hist {
+	t := hist{buckets: map[float64]float64{}, sum: h.sum + o.sum, count: h.count + o.count}
+	for le, c := range h.buckets {
+		t.buckets[le] += c
+	}
+	for le, c := range o.buckets {
+		t.buckets[le] += c
+	}
+	return t
+}
+
 func (h hist) mean() float64 {
 	if h.count <= 0 {
 		return math.NaN()

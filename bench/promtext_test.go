@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"reflect"
 	"testing"
 )
 
@@ -33,5 +34,20 @@ process_cpu_seconds_total 3.5
 				t.Errorf("got %v, want %v", tc.got, tc.want)
 			}
 		})
+	}
+}
+
+// Summing the histograms of two spans must give the histogram of both: the
+// join's figures are summed over its waves.
+func TestHistPlus(t *testing.T) {
+	a := hist{buckets: map[float64]float64{0.1: 1, 1: 2}, sum: 0.6, count: 2}
+	b := hist{buckets: map[float64]float64{0.1: 0, 1: 1, 10: 2}, sum: 5.5, count: 2}
+	got := a.plus(b)
+	want := hist{buckets: map[float64]float64{0.1: 1, 1: 3, 10: 2}, sum: 6.1, count: 4}
+	if math.Abs(got.sum-want.sum) > 1e-9 || got.count != want.count || !reflect.DeepEqual(got.buckets, want.buckets) {
+		t.Errorf("plus = %+v, want %+v", got, want)
+	}
+	if empty := (hist{}).plus(hist{}); !math.IsNaN(empty.mean()) {
+		t.Errorf("sum of two empty histograms has mean %v, want NaN", empty.mean())
 	}
 }

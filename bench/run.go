@@ -59,6 +59,11 @@ type runResult struct {
 	// waves that did not bind the pod (result unschedulable or error): each
 	// sends the pod back to wait in the scheduler's queue. NaN: not scraped.
 	joinUnscheduled float64
+	// joinExtenderFilter and joinSchedSLI are the extender's filter calls
+	// (everynode_extender_request_duration_seconds{verb=filter}) and
+	// kube-scheduler's scheduling SLI over the join's waves; empty when a
+	// scrape failed.
+	joinExtenderFilter, joinSchedSLI hist
 	// rolloutStages: seconds from a rollout pod seen to bound, and from
 	// bound to available, one per node.
 	rolloutStages [2][]float64
@@ -175,8 +180,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	closed[5] = b.m.watchersClosed(ctx)
 
 	// 3. Node join, in waves.
-	var lat []time.Duration
-	lat, res.joinStages, res.joinCPU, res.joinUnscheduled = b.join(ctx, s, round, lbl)
+	lat := b.join(ctx, s, round, lbl, res)
 	res.joinP50, res.joinP99 = math.NaN(), math.NaN()
 	if want := b.c.join * b.c.joinWaves; len(lat) == want {
 		res.joinP50, res.joinP99 = percentile(lat, 50).Seconds(), percentile(lat, 99).Seconds()
@@ -323,13 +327,20 @@ func phaseDeltas(at [7]map[string]float64) [4]map[string]float64 {
 // not removed in between: with only its daemonset controller, kube-controller-manager
 // would leave their pods to a pod GC that is not running, and everynode
 // would spend requests collecting them).
-func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]time.Duration, [len(joinStageNames)][]float64, map[string]float64, float64) {
+func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *runResult) []time.Duration {
 	var (
 		lat         []time.Duration
 		stages      [len(joinStageNames)][]float64
 		cpu         = map[string]float64{}
 		unscheduled float64
 	)
+	// The join's extender calls and scheduling, summed over its waves: the
+	// rollout's figures are of pods arriving at the client QPS, a join's of
+	// 50 at once.
+	extender := hist{buckets: map[float64]float64{}}
+	sli := hist{buckets: map[float64]float64{}}
+	const filterMetric, sliMetric = "everynode_extender_request_duration_seconds", "scheduler_pod_scheduling_sli_duration_seconds"
+	measured := true
 	for wave := range b.c.joinWaves {
 		// Each wave starts on a cluster back at rest, not amid the last
 		// wave's status writes and events (or the update's, for the first).
@@ -338,6 +349,7 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]ti
 		logf("%s %d nodes join (wave %d of %d)", lbl, b.c.join, wave+1, b.c.joinWaves)
 		cpu0 := b.procs.cpu()
 		sched0 := b.m.scheduler(ctx)
+		every0, every0Err := b.m.everynode(ctx)
 		created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s-w%d", round, s.name, wave), b.c.join, b.c.phaseTimeout)
 		if err != nil {
 			logf("%s node join: %v", lbl, err)
@@ -354,7 +366,15 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]ti
 		for p, d := range cpuDelta(cpu0, b.procs.cpu()) {
 			cpu[p] += d
 		}
+		every1, every1Err := b.m.everynode(ctx)
+		if every0Err == nil && every1Err == nil {
+			f := match{"verb": "filter"}
+			extender = extender.plus(every1.histogram(filterMetric, f).minus(every0.histogram(filterMetric, f)))
+		} else {
+			measured = false
+		}
 		if sched1 := b.m.scheduler(ctx); sched0 != nil && sched1 != nil {
+			sli = sli.plus(sched1.histogram(sliMetric, nil).minus(sched0.histogram(sliMetric, nil)))
 			n := notScheduled(sched1) - notScheduled(sched0)
 			unscheduled += n
 			if n > 0 {
@@ -362,6 +382,7 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]ti
 			}
 		} else {
 			unscheduled = math.NaN()
+			measured = false
 		}
 		for n, at := range b.t.availableTimes(image3, joined) {
 			lat = append(lat, at.Sub(created[n].created))
@@ -374,7 +395,11 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string) ([]ti
 			logf("%s slowest join of wave %d %s", lbl, wave+1, slow)
 		}
 	}
-	return lat, stages, cpu, unscheduled
+	res.joinStages, res.joinCPU, res.joinUnscheduled = stages, cpu, unscheduled
+	if measured {
+		res.joinExtenderFilter, res.joinSchedSLI = extender, sli
+	}
+	return lat
 }
 
 // notScheduled counts kube-scheduler's attempts that did not bind a pod.
