@@ -92,10 +92,26 @@ type auditWindow struct {
 }
 
 // auditRequest is one request of a controller: when kube-apiserver
-// received it, and its "verb resource".
+// received it, what it was, and its HTTP code.
 type auditRequest struct {
-	at   time.Time
-	what string
+	at             time.Time
+	verb, resource string
+	code           int
+}
+
+// what names the request as "verb resource", with " (code)" when it was
+// refused (a refused request costs a token too).
+func (r auditRequest) what() string {
+	if r.code >= 400 {
+		return fmt.Sprintf("%s %s (%d)", r.verb, r.resource, r.code)
+	}
+	return r.verb + " " + r.resource
+}
+
+// podWork reports whether r is one a phase's pods wait on: a create or a
+// delete of a pod (refused ones included).
+func (r auditRequest) podWork() bool {
+	return r.resource == "pods" && (r.verb == "create" || r.verb == "delete")
 }
 
 // kwokWatchCut reports whether e is the end of one of kwok's watches of
@@ -181,14 +197,13 @@ func readAudit(path string, offset int64, from, to time.Time) (auditWindow, erro
 				if w.byVerbResource[c] == nil {
 					w.byVerbResource[c] = map[string]int{}
 				}
-				what := e.Verb + " " + e.resource()
-				if e.ResponseStatus != nil && e.ResponseStatus.Code >= 400 {
-					// A refused request costs a token too.
-					what += fmt.Sprintf(" (%d)", e.ResponseStatus.Code)
+				r := auditRequest{at: e.RequestReceivedTimestamp, verb: e.Verb, resource: e.resource()}
+				if e.ResponseStatus != nil {
+					r.code = e.ResponseStatus.Code
 				}
-				w.byVerbResource[c][what]++
+				w.byVerbResource[c][r.what()]++
 				if c == clientKCM || c == clientEverynode {
-					w.requests[c] = append(w.requests[c], auditRequest{e.RequestReceivedTimestamp, what})
+					w.requests[c] = append(w.requests[c], r)
 				}
 				if c == clientScheduler && e.Verb == "create" && e.resource() == "pods/binding" {
 					w.bindings = append(w.bindings, e.RequestReceivedTimestamp)
@@ -236,11 +251,6 @@ type budget struct {
 	byWhat map[string]int
 }
 
-// podWork reports whether a request is one a phase's pods wait on.
-func podWork(what string) bool {
-	return strings.HasPrefix(what, "create pods") || strings.HasPrefix(what, "delete pods")
-}
-
 // budgetUse splits a phase [from, to] as the controller's client rate
 // limiter saw it, from the times its requests reached kube-apiserver: a
 // token bucket of qps and burst, full at from. A phase bound by the client
@@ -255,13 +265,13 @@ func budgetUse(requests []auditRequest, from, to time.Time, qps float64, burst i
 	for _, r := range requests {
 		if !r.at.Before(from) && !r.at.After(to) {
 			in = append(in, r)
-			u.byWhat[r.what]++
+			u.byWhat[r.what()]++
 		}
 	}
 	slices.SortStableFunc(in, func(a, b auditRequest) int { return a.at.Compare(b.at) })
 	last := -1
 	for i, r := range in {
-		if podWork(r.what) {
+		if r.podWork() {
 			last = i
 		}
 	}

@@ -85,7 +85,9 @@ func TestReadAuditPodWatchesCut(t *testing.T) {
 func TestBudgetUse(t *testing.T) {
 	from := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return from.Add(time.Duration(s * float64(time.Second))) }
-	req := func(s float64) auditRequest { return auditRequest{at(s), "create pods"} }
+	req := func(s float64) auditRequest {
+		return auditRequest{at: at(s), verb: "create", resource: "pods", code: 201}
+	}
 	const qps, burst = 10, 10
 	adds := func(name string, u budget, phase float64) {
 		t.Helper()
@@ -145,7 +147,7 @@ func TestBudgetUse(t *testing.T) {
 	adds("a small last batch", u, 2)
 	// A status write after the last pod request is counted by kind but
 	// not in the parts: the phase waited on the pods, not on it.
-	withStatus := append(slices.Clone(steady), auditRequest{at(5.5), "update daemonsets.apps/status"})
+	withStatus := append(slices.Clone(steady), auditRequest{at: at(5.5), verb: "update", resource: "daemonsets.apps/status", code: 200})
 	u = budgetUse(withStatus, from, at(6), qps, burst)
 	if u.requests != 60 || u.byWhat["update daemonsets.apps/status"] != 1 || math.Abs(u.tail-1) > 1e-9 {
 		t.Errorf("a status write after the last pod request: %+v; want 60 requests, tail 1", u)

@@ -49,11 +49,11 @@ var figures = []figure{
 	{"scheduler: pods bound per second during rollout", "pods/s", func(r *runResult) float64 { return nanIfZero(r.bindingsPerSecond) }, false},
 	{"scheduler: scheduling SLI p99 during rollout", "ms", func(r *runResult) float64 { return ms(r.schedSLI, 0.99) }, false},
 	{"extender filter mean latency", "ms", func(r *runResult) float64 { return ms(r.extenderFilter, -1) }, false},
+	{"extender filter p99 latency", "ms", func(r *runResult) float64 { return ms(r.extenderFilter, 0.99) }, false},
 	{"join: extender filter mean latency", "ms", func(r *runResult) float64 { return ms(r.joinExtenderFilter, -1) }, false},
 	{"join: extender filter p99 latency", "ms", func(r *runResult) float64 { return ms(r.joinExtenderFilter, 0.99) }, false},
 	{"join: scheduling SLI p50", "ms", func(r *runResult) float64 { return ms(r.joinSchedSLI, 0.5) }, false},
 	{"join: scheduling SLI p99", "ms", func(r *runResult) float64 { return ms(r.joinSchedSLI, 0.99) }, false},
-	{"extender filter p99 latency", "ms", func(r *runResult) float64 { return ms(r.extenderFilter, 0.99) }, false},
 	{"webhook (apiserver admission) mean", "ms", func(r *runResult) float64 { return ms(r.admission, -1) }, false},
 	{"webhook (apiserver admission) p99", "ms", func(r *runResult) float64 { return ms(r.admission, 0.99) }, false},
 	{"webhook (everynode handler) mean", "ms", func(r *runResult) float64 { return ms(r.everynodeWebhook, -1) }, false},
@@ -72,11 +72,11 @@ func fmtNum(x float64) string {
 	switch {
 	case math.IsNaN(x):
 		return "–"
+	// Whole numbers below 1000 (counts) need no decimal; anything else
+	// from 10 up keeps one, as three digits would hide a phase of 200 s
+	// that is 0.6 s longer.
 	case math.Abs(x) >= 1000 || (math.Abs(x) >= 100 && x == math.Trunc(x)):
 		return fmt.Sprintf("%.0f", x)
-	case math.Abs(x) >= 100:
-		// Three digits would hide a phase of 200 s that is 0.6 s longer.
-		return fmt.Sprintf("%.1f", x)
 	case math.Abs(x) >= 10:
 		return fmt.Sprintf("%.1f", x)
 	default:
@@ -371,26 +371,25 @@ func writeBudgetTable(b *strings.Builder, runs []*runResult, c config) {
 	b.WriteString("| phase | request | upstream | everynode |\n|---|---|---|---|\n")
 	none := true
 	for i, name := range phases {
+		// Each run's counts with both systems' sets named alike, once.
+		counts := map[*runResult]map[string]int{}
 		kinds := map[string]bool{}
 		for _, r := range runs {
-			if r.budgets[i] != nil {
-				for k := range r.budgets[i].byWhat {
-					kinds[sameKind(k)] = true
-				}
+			if r.budgets[i] == nil {
+				continue
+			}
+			counts[r] = map[string]int{}
+			for what, n := range r.budgets[i].byWhat {
+				counts[r][sameKind(what)] += n
+				kinds[sameKind(what)] = true
 			}
 		}
 		for _, k := range slices.Sorted(maps.Keys(kinds)) {
 			f := figure{get: func(r *runResult) float64 {
-				if r.budgets[i] == nil {
+				if counts[r] == nil {
 					return math.NaN()
 				}
-				n := 0
-				for what, c := range r.budgets[i].byWhat {
-					if sameKind(what) == k {
-						n += c
-					}
-				}
-				return float64(n)
+				return float64(counts[r][k])
 			}}
 			up, ev := bySystem(runs, upstream.name, f), bySystem(runs, everynode.name, f)
 			if up.median == ev.median {

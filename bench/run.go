@@ -337,8 +337,7 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 	// The join's extender calls and scheduling, summed over its waves: the
 	// rollout's figures are of pods arriving at the client QPS, a join's of
 	// 50 at once.
-	extender := hist{buckets: map[float64]float64{}}
-	sli := hist{buckets: map[float64]float64{}}
+	var extender, sli hist
 	const filterMetric, sliMetric = "everynode_extender_request_duration_seconds", "scheduler_pod_scheduling_sli_duration_seconds"
 	measured := true
 	for wave := range b.c.joinWaves {
