@@ -46,8 +46,9 @@ const (
 // update that came next, ten requests in a phase everynode lost to upstream
 // by 0.2 s. Ten minutes covers a rollout and two rolling updates back to
 // back at 5,000 nodes (500 s). Only Normal events wait (the pods and the
-// status show the same progress); a Warning is sent at once, by its own
-// broadcaster (eventRecorders), never queued behind a Normal one.
+// status show the same progress); a Warning is never held for a spare
+// token (it takes one in turn with the pod work) and has its own
+// broadcaster (eventRecorders), so it never queues behind a Normal one.
 const MaxEventDelay = 10 * time.Minute
 
 // eventRecorders makes the controller's recorder: one broadcaster, and so
@@ -56,12 +57,12 @@ const MaxEventDelay = 10 * time.Minute
 // one a Warning (a failed create someone must see) recorded while a Normal
 // event waits for a spare token would wait behind it, up to MaxEventDelay.
 func eventRecorders(ctx context.Context) (record.EventRecorder, []record.EventBroadcaster) {
-	source := corev1.EventSource{Component: Name}
+	scheme, source := eventScheme(), corev1.EventSource{Component: Name}
 	normal := record.NewBroadcaster(record.WithContext(ctx))
 	warning := record.NewBroadcaster(record.WithContext(ctx))
 	r := byType{
-		normal:  normal.NewRecorder(eventScheme(), source),
-		warning: warning.NewRecorder(eventScheme(), source),
+		normal:  normal.NewRecorder(scheme, source),
+		warning: warning.NewRecorder(scheme, source),
 	}
 	return r, []record.EventBroadcaster{normal, warning}
 }
