@@ -40,9 +40,8 @@ const (
 	// to flood the API server when every create fails the same way.
 	BurstReplicas = 250
 
-	// slowStartInitialBatchSize is how many creates a set's slow start
-	// sends at first (upstream SlowStartInitialBatchSize); each success
-	// lets two more start (slowStartCreate).
+	// slowStartInitialBatchSize is the first create batch; batches double
+	// after each one that fully succeeds (upstream SlowStartInitialBatchSize).
 	slowStartInitialBatchSize = 1
 
 	// Failed pods are recreated after a per-node backoff from 1s to 15m.

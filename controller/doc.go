@@ -29,16 +29,11 @@
 //   - Pod events are batched per set (podevents.go): a pod event syncs its
 //     set after a delay proportional to the set's last snapshot time, unless
 //     it completes what the last sync waits for; upstream syncs on every one.
-//   - Slow start without batches (syncnodes.go): as upstream, at most
-//     1 + 2 × successes creates start before the first failure and none
-//     after it, but a create that returns lets the next ones start at
-//     once, where upstream's batch waits for its slowest create.
-//   - Slow start carries over from sync to sync: the next sync starts with
-//     the window the set's last fully successful creates got to, up to
-//     BurstReplicas (slowstart.go), where upstream starts every sync at one
-//     pod; the first failure sends the set back to one, and so does the
-//     set coming to rest (every node with an available updated pod) or a
-//     minute without successful creates.
+//   - Slow start carries over from sync to sync: the next sync starts at
+//     twice the largest batch of the set's last fully successful creates,
+//     up to BurstReplicas (slowstart.go), where upstream starts every sync
+//     at one pod; the first failure sends the set back to one, and so does
+//     a sync more than 10 s after the last successful creates.
 //   - With a Config.Budget (package budget), the client's QPS goes to pod
 //     work first: Normal events and status writes that only move counts
 //     take only spare tokens (events.go, statuswrites.go), up to

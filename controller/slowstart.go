@@ -14,11 +14,11 @@ import (
 // update revision (computeStatus): the next creates after that (a node
 // join, the next update) start again at one pod, as upstream's every sync
 // does. By then what made the creates succeed (quota, webhooks, the API
-// server's load) may have changed, and a set's whole remembered window
+// server's load) may have changed, and a set's whole remembered batch
 // failing at once is the flood slow start is there to prevent. Starting
 // at one also spreads a join's pods out for kube-scheduler and the
 // kubelets as upstream's syncs do: carried over from the rollout, a join's
-// sync sent all its pods at once, and in the 1,000-node benchmark
+// sync sent all its pods in one batch, and in the 1,000-node benchmark
 // they waited longer at kube-scheduler and kwok than kube-controller-
 // manager's did (bench/README.md).
 //
@@ -32,29 +32,29 @@ import (
 // above an update cycle.
 const slowStartMemory = time.Minute
 
-// slowStart remembers, per set, the window its slow start had got to when
-// its last sync's creates all succeeded (slowStartCreate: the first
-// window plus the creates that succeeded), and starts the next sync's
-// creates with that window instead of 1, up to the sync's cap
+// slowStart remembers, per set, where its slow start had got to when its
+// last sync's creates all succeeded, and starts the next sync's batches
+// there instead of at 1: at twice the largest batch that succeeded, as the
+// next batch within a sync would have been, up to the sync's cap
 // (burstReplicas).
 //
 // Upstream restarts its slow start at one pod in every sync. That protects
 // the API server from a flood of creates that all fail the same way (quota,
 // a webhook refusing them), but when every create goes through admission
-// webhooks, as everynode's do, each round trip of the ramp costs a webhook
-// call, and a node join or a rolling update pays for six or more of them
-// in sequence even though the set's creates have just been succeeding.
-// Carrying the window over keeps the protection (the first failure sends
-// the set back to one) and bounds a flood to one window: about what the
-// last sync had in flight at its end, at most burstReplicas. (With
-// batches, the memory was twice the largest batch that succeeded, which
-// for a sync of n creates from one is about n as well.)
+// webhooks, as everynode's do, each batch costs a webhook round trip, and a
+// node join or a rolling update pays for six or more of them in sequence
+// even though the set's creates have just been succeeding. Carrying the
+// slow start over keeps the protection (the first failure sends the set
+// back to one) and bounds a flood to one batch of at most twice what last
+// succeeded.
 //
-// At 5,000 nodes on a loaded machine, where a create through the webhook
-// took 1.2 s, restarting each sync's ramp let the client's token bucket
-// fill to its burst and lose tokens while the ramp waited on its first
-// round trips: the rollout took 118 s against kube-controller-manager's
-// 108.
+// Twice, not the same again: a sync of 250 creates starts 1, 2, ..., 64
+// and ends with the 123 left, so starting the next one at the largest
+// batch would split every later sync in two (123 + 127, or so), and each
+// split is one more wait for the slowest create of a batch. At 5,000 nodes
+// on a loaded machine, where a create through the webhook took 1.2 s, those
+// waits let the client's token bucket fill to its burst and lose tokens:
+// the rollout took 118 s against kube-controller-manager's 108.
 type slowStart struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
@@ -71,7 +71,7 @@ func newSlowStart(clk clock.PassiveClock) *slowStart {
 	return &slowStart{clock: clk, next: map[cache.ObjectName]remembered{}}
 }
 
-// initial is the first window for the set's next creates: one, unless
+// initial is the first batch size for the set's next creates: one, unless
 // its creates all succeeded since it was last at rest and within
 // slowStartMemory.
 func (s *slowStart) initial(key cache.ObjectName) int {
@@ -80,16 +80,16 @@ func (s *slowStart) initial(key cache.ObjectName) int {
 	return max(slowStartInitialBatchSize, s.current(key))
 }
 
-// succeeded records a sync whose creates all succeeded with the slow
-// start at window: the next sync, if it comes within slowStartMemory,
-// starts there, at most limit.
-func (s *slowStart) succeeded(key cache.ObjectName, window, limit int) {
+// succeeded records a sync whose creates all succeeded, the largest batch
+// being n: the next sync, if it comes within slowStartMemory, starts at 2n,
+// at most limit.
+func (s *slowStart) succeeded(key cache.ObjectName, n, limit int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.next[key] = remembered{size: max(min(window, limit), s.current(key)), at: s.clock.Now()}
+	s.next[key] = remembered{size: max(min(2*n, limit), s.current(key)), at: s.clock.Now()}
 }
 
-// current is the set's remembered window, 0 if none or if it is older
+// current is the set's remembered batch size, 0 if none or if it is older
 // than slowStartMemory. The caller holds s.mu.
 func (s *slowStart) current(key cache.ObjectName) int {
 	r, ok := s.next[key]
@@ -99,7 +99,7 @@ func (s *slowStart) current(key cache.ObjectName) int {
 	return r.size
 }
 
-// reset sends the set back to a window of one (after a failed create, when
+// reset sends the set back to batches of one (after a failed create, when
 // the set is at rest, or when it is gone).
 func (s *slowStart) reset(key cache.ObjectName) {
 	s.mu.Lock()

@@ -18,109 +18,49 @@ import (
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
 
-// createsThat returns a create func for slowStartCreate that fails for
-// the nodes in fail and counts its calls.
-func createsThat(fail ...string) (func(string) error, *atomic.Int64) {
-	var calls atomic.Int64
-	return func(node string) error {
-		calls.Add(1)
-		if slices.Contains(fail, node) {
-			return fmt.Errorf("create for %s refused", node)
-		}
-		return nil
-	}, &calls
-}
-
-func nodeNames(n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("node-%02d", i)
+func TestSlowStartBatches(t *testing.T) {
+	tests := map[string]struct {
+		n    int
+		want []int
+	}{
+		"none":  {0, nil},
+		"one":   {1, []int{1}},
+		"seven": {7, []int{1, 2, 4}},
+		"ten":   {10, []int{1, 2, 4, 3}},
+		"250":   {250, []int{1, 2, 4, 8, 16, 32, 64, 123}},
 	}
-	return out
-}
-
-func TestSlowStartCreate(t *testing.T) {
-	t.Run("all succeed: every node tried, window grows by each success", func(t *testing.T) {
-		create, calls := createsThat()
-		tried, window, errs := slowStartCreate(nodeNames(10), 1, create)
-		if tried != 10 || calls.Load() != 10 || window != 11 || len(errs) != 0 {
-			t.Errorf("tried %d, calls %d, window %d, errors %v; want 10, 10, 11, none", tried, calls.Load(), window, errs)
-		}
-	})
-	t.Run("all fail: only the first window is sent", func(t *testing.T) {
-		for _, initial := range []int{1, 4} {
-			nodes := nodeNames(10)
-			create, calls := createsThat(nodes...)
-			tried, _, errs := slowStartCreate(nodes, initial, create)
-			if tried != initial || int(calls.Load()) != initial || len(errs) != initial {
-				t.Errorf("initial %d: tried %d, calls %d, errors %d; want %d each", initial, tried, calls.Load(), len(errs), initial)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := slowStartBatches(tc.n, 1); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("slowStartBatches(%d) = %v, want %v", tc.n, got, tc.want)
 			}
-		}
-	})
-	t.Run("a failure stops it: at most 1 + 2 × successes tried", func(t *testing.T) {
-		// The first three succeed, every later one fails. Which of the
-		// later ones start before the first failure returns depends on
-		// timing, but never more than 1 + 2 × 3 in all, and never all ten.
-		nodes := nodeNames(10)
-		create, _ := createsThat(nodes[3:]...)
-		for range 50 {
-			tried, _, errs := slowStartCreate(nodes, 1, create)
-			if tried < 4 || tried > 7 || len(errs) != tried-3 {
-				t.Fatalf("tried %d with %d errors; want 4-7 tried, all but 3 failed", tried, len(errs))
-			}
-		}
-	})
-	t.Run("no wait for the slowest: a slow create does not hold the next ones back", func(t *testing.T) {
-		// node-01 returns only once node-04 has started. Batches (1; 2
-		// with node-01; 4 with node-04) would never get there: the second
-		// batch would wait for node-01 for ever.
-		nodes := nodeNames(6)
-		fourStarted := make(chan struct{})
-		create := func(node string) error {
-			switch node {
-			case "node-01":
-				select {
-				case <-fourStarted:
-				case <-time.After(10 * time.Second):
-					return errors.New("node-04 never started while node-01 was in flight")
-				}
-			case "node-04":
-				close(fourStarted)
-			}
-			return nil
-		}
-		tried, _, errs := slowStartCreate(nodes, 1, create)
-		if tried != 6 || len(errs) != 0 {
-			t.Errorf("tried %d, errors %v; want 6, none", tried, errs)
-		}
-	})
+		})
+	}
 }
 
 // TestSlowStartCarriesOverSyncs follows a rollout over many syncs of
-// BurstReplicas creates each, all succeeding: the window the first sync
-// got to is where the next starts, so from the second sync on every
-// create of a sync may be in flight at once.
+// BurstReplicas creates each, all succeeding: the slow start goes on
+// doubling from one sync to the next, so that from the third sync on each
+// sync's creates are one batch (one wait for the slowest create, not two).
 func TestSlowStartCarriesOverSyncs(t *testing.T) {
 	clk := testingclock.NewFakePassiveClock(time.Unix(0, 0))
 	s := newSlowStart(clk)
 	key := cache.ObjectName{Namespace: "ns", Name: "agent"}
-	create, _ := createsThat()
-	var got []int
-	for range 3 {
-		initial := s.initial(key)
-		got = append(got, initial)
-		_, window, _ := slowStartCreate(nodeNames(BurstReplicas), initial, create)
-		s.succeeded(key, window, BurstReplicas)
+	var got [][]int
+	for range 4 {
+		batches := slowStartBatches(BurstReplicas, s.initial(key))
+		got = append(got, batches)
+		s.succeeded(key, slices.Max(batches), BurstReplicas)
 	}
-	if want := []int{1, BurstReplicas, BurstReplicas}; !reflect.DeepEqual(got, want) {
-		t.Errorf("first window per sync = %v, want %v", got, want)
+	want := [][]int{{1, 2, 4, 8, 16, 32, 64, 123}, {246, 4}, {250}, {250}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("batches per sync = %v, want %v", got, want)
 	}
-	// A small set's window is remembered as well, and a failure starts it
-	// over.
+	// A small set doubles as well, and a failure starts it over.
 	s.reset(key)
-	s.succeeded(key, 4, BurstReplicas)
+	s.succeeded(key, 2, BurstReplicas)
 	if got := s.initial(key); got != 4 {
-		t.Errorf("initial after a window of 4 = %d, want 4", got)
+		t.Errorf("initial after a largest batch of 2 = %d, want 4", got)
 	}
 	s.reset(key)
 	if got := s.initial(key); got != 1 {
@@ -128,20 +68,20 @@ func TestSlowStartCarriesOverSyncs(t *testing.T) {
 	}
 	// What succeeded is remembered for slowStartMemory, not for ever: a
 	// node join long after the rollout starts over at one, as upstream.
-	s.succeeded(key, 251, BurstReplicas)
+	s.succeeded(key, 125, BurstReplicas)
 	clk.SetTime(clk.Now().Add(slowStartMemory))
-	if got := s.initial(key); got != BurstReplicas {
-		t.Errorf("initial %s after a window of 251 = %d, want %d", slowStartMemory, got, BurstReplicas)
+	if got := s.initial(key); got != 250 {
+		t.Errorf("initial %s after a largest batch of 125 = %d, want 250", slowStartMemory, got)
 	}
 	clk.SetTime(clk.Now().Add(time.Millisecond))
 	if got := s.initial(key); got != 1 {
 		t.Errorf("initial %s after the last success = %d, want 1", slowStartMemory+time.Millisecond, got)
 	}
-	// And an expired memory does not raise the next sync's: three creates
-	// from one start the next sync at 4, not at the old 250.
-	s.succeeded(key, 4, BurstReplicas)
+	// And an expired memory does not raise the next sync's: batches of 1,
+	// 2 succeeding start the next sync at 4, not at the old 250.
+	s.succeeded(key, 2, BurstReplicas)
 	if got := s.initial(key); got != 4 {
-		t.Errorf("initial after an expired 250 and a window of 4 = %d, want 4", got)
+		t.Errorf("initial after an expired 250 and a largest batch of 2 = %d, want 4", got)
 	}
 }
 
@@ -154,7 +94,7 @@ func TestSlowStartForgottenAtRest(t *testing.T) {
 	ds := newSet("agent")
 	addSetWithRevision(f, ds)
 	key := cache.MetaObjectToName(ds)
-	f.mustSync(ds) // 3 creates from a window of 1: all succeed, window 4
+	f.mustSync(ds) // batches 1, 2: all succeed
 	f.syncCaches()
 
 	// The pods are not ready yet: the set is on its way, and 30 s (an
@@ -171,7 +111,7 @@ func TestSlowStartForgottenAtRest(t *testing.T) {
 	if got := f.c.slowStart.initial(key); got != 1 {
 		t.Errorf("initial once every node runs an available pod = %d, want 1", got)
 	}
-	// So a joining node's pod goes out in a window of one.
+	// So a joining node's pod goes out in a batch of one.
 	f.add(newNode("node-3", nil))
 	attempts := failCreatesAfter(f, 0)
 	_ = f.sync(ds)
@@ -195,17 +135,14 @@ func failCreatesAfter(f *fixture, ok int64) *atomic.Int64 {
 
 func TestSlowStart(t *testing.T) {
 	tests := map[string]struct {
-		nodes, okCreates, burst int
-		// Attempts lie in [minAttempts, maxAttempts]: after the first
-		// failure, how many creates had already started depends on when
-		// it returned.
-		minAttempts, maxAttempts, wantCreated int
-		wantErr                               bool
+		nodes, okCreates, burst   int
+		wantAttempts, wantCreated int
+		wantErr                   bool
 	}{
-		"all fail: one request":                    {nodes: 10, okCreates: 0, minAttempts: 1, maxAttempts: 1, wantErr: true},
-		"fourth create fails: stop, at most 1+2×3": {nodes: 10, okCreates: 3, minAttempts: 4, maxAttempts: 7, wantCreated: 3, wantErr: true},
-		"all succeed":                              {nodes: 10, okCreates: 100, minAttempts: 10, maxAttempts: 10, wantCreated: 10},
-		"capped at burstReplicas per sync":         {nodes: 30, okCreates: 100, burst: 20, minAttempts: 20, maxAttempts: 20, wantCreated: 20},
+		"all fail: one request":            {nodes: 10, okCreates: 0, wantAttempts: 1, wantErr: true},
+		"third batch fails: stop there":    {nodes: 10, okCreates: 3, wantAttempts: 7, wantCreated: 3, wantErr: true},
+		"all succeed":                      {nodes: 10, okCreates: 100, wantAttempts: 10, wantCreated: 10},
+		"capped at burstReplicas per sync": {nodes: 30, okCreates: 100, burst: 20, wantAttempts: 20, wantCreated: 20},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -222,8 +159,8 @@ func TestSlowStart(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("sync error = %v, want error %v", err, tc.wantErr)
 			}
-			if got := int(attempts.Load()); got < tc.minAttempts || got > tc.maxAttempts {
-				t.Errorf("create attempts = %d, want %d-%d", got, tc.minAttempts, tc.maxAttempts)
+			if got := int(attempts.Load()); got != tc.wantAttempts {
+				t.Errorf("create attempts = %d, want %d", got, tc.wantAttempts)
 			}
 			if got := len(f.podsOnNodes()); got != tc.wantCreated {
 				t.Errorf("pods created = %d, want %d", got, tc.wantCreated)
@@ -578,20 +515,21 @@ func TestDeletionObservedDuringManageIsNotDeletedAgain(t *testing.T) {
 }
 
 // TestSlowStartRemembersSuccess checks that a set whose creates have been
-// succeeding starts its next creates with the window its slow start had
-// got to, and that one failure sends it back to a window of one.
+// succeeding starts its next creates where its slow start had got to (twice
+// the largest batch that succeeded), and that one failure sends it back to
+// batches of one.
 func TestSlowStartRemembersSuccess(t *testing.T) {
 	f := newFixture(t)
 	addNodes(f, 3)
 	ds := newSet("agent")
 	addSetWithRevision(f, ds)
-	f.mustSync(ds) // 3 creates from a window of 1: all succeed
+	f.mustSync(ds) // batches 1, 2: all succeed
 	f.syncCaches()
 	if got := f.c.slowStart.initial(cache.MetaObjectToName(ds)); got != 4 {
-		t.Fatalf("initial window after creating 3 pods from 1 = %d, want 4", got)
+		t.Fatalf("initial batch after creating 3 pods in batches 1, 2 = %d, want 4", got)
 	}
 
-	// Ten nodes join and every create fails: the first window is the
+	// Ten nodes join and every create fails: the first batch is the
 	// remembered 4, not 1, and nothing after it is sent.
 	for i := 3; i < 13; i++ {
 		f.add(newNode(fmt.Sprintf("node-%d", i), nil))
@@ -601,7 +539,7 @@ func TestSlowStartRemembersSuccess(t *testing.T) {
 		t.Fatal("sync with failing creates returned no error")
 	}
 	if got := attempts.Load(); got != 4 {
-		t.Errorf("create attempts = %d, want 4 (one remembered window)", got)
+		t.Errorf("create attempts = %d, want 4 (one remembered batch)", got)
 	}
 	// Back to one after the failure.
 	attempts.Store(0)
