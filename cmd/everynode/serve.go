@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"syscall"
 	"time"
 
@@ -159,7 +160,14 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	klog.InfoS("Starting everynode", "version", version, "controllerUsername", o.controllerUsername)
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(
+		// go_sched_latencies_seconds (how long goroutines wait to run) on
+		// top of the defaults: a webhook or extender call that is slow
+		// outside its handler is often one waiting behind other goroutines
+		// for a CPU.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, kubeinformers.WithTransform(trimForCache))
 	// Daemon pods only: everynode never needs anyone else's pods, which keeps
