@@ -61,9 +61,17 @@ type runResult struct {
 	joinUnscheduled float64
 	// joinExtenderFilter and joinSchedSLI are the extender's filter calls
 	// (everynode_extender_request_duration_seconds{verb=filter}) and
-	// kube-scheduler's scheduling SLI over the join's waves; empty when a
-	// scrape failed.
-	joinExtenderFilter, joinSchedSLI hist
+	// kube-scheduler's scheduling SLI over the join's waves; joinSchedAlgo
+	// its scheduling algorithm's time per attempt
+	// (scheduler_scheduling_algorithm_duration_seconds: the filters, the
+	// extender's round trip as kube-scheduler waits for it included, and
+	// scoring), the part of a pod's scheduling that holds up the pods
+	// queued behind it. Empty when a scrape failed.
+	joinExtenderFilter, joinSchedSLI, joinSchedAlgo hist
+	// joinGoSched: how long everynode's goroutines waited to run
+	// (go_sched_latencies_seconds) over the join's waves; a webhook or
+	// extender call slow outside its handler may be waiting there.
+	joinGoSched hist
 	// rolloutStages: seconds from a rollout pod seen to bound, and from
 	// bound to available, one per node.
 	rolloutStages [2][]float64
@@ -337,8 +345,13 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 	// The join's extender calls and scheduling, summed over its waves: the
 	// rollout's figures are of pods arriving at the client QPS, a join's of
 	// 50 at once.
-	var extender, sli hist
-	const filterMetric, sliMetric = "everynode_extender_request_duration_seconds", "scheduler_pod_scheduling_sli_duration_seconds"
+	var extender, sli, algo, gosched hist
+	const (
+		filterMetric  = "everynode_extender_request_duration_seconds"
+		goSchedMetric = "go_sched_latencies_seconds"
+		sliMetric     = "scheduler_pod_scheduling_sli_duration_seconds"
+		algoMetric    = "scheduler_scheduling_algorithm_duration_seconds"
+	)
 	measured := true
 	for wave := range b.c.joinWaves {
 		// Each wave starts on a cluster back at rest, not amid the last
@@ -369,11 +382,13 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 		if every0Err == nil && every1Err == nil {
 			f := match{"verb": "filter"}
 			extender = extender.plus(every1.histogram(filterMetric, f).minus(every0.histogram(filterMetric, f)))
+			gosched = gosched.plus(every1.histogram(goSchedMetric, nil).minus(every0.histogram(goSchedMetric, nil)))
 		} else {
 			measured = false
 		}
 		if sched1 := b.m.scheduler(ctx); sched0 != nil && sched1 != nil {
 			sli = sli.plus(sched1.histogram(sliMetric, nil).minus(sched0.histogram(sliMetric, nil)))
+			algo = algo.plus(sched1.histogram(algoMetric, nil).minus(sched0.histogram(algoMetric, nil)))
 			n := notScheduled(sched1) - notScheduled(sched0)
 			unscheduled += n
 			if n > 0 {
@@ -396,7 +411,7 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 	}
 	res.joinStages, res.joinCPU, res.joinUnscheduled = stages, cpu, unscheduled
 	if measured {
-		res.joinExtenderFilter, res.joinSchedSLI = extender, sli
+		res.joinExtenderFilter, res.joinSchedSLI, res.joinSchedAlgo, res.joinGoSched = extender, sli, algo, gosched
 	}
 	return lat
 }
