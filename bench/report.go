@@ -54,6 +54,8 @@ var figures = []figure{
 	{"join: extender filter p99 latency", "ms", func(r *runResult) float64 { return ms(r.joinExtenderFilter, 0.99) }, false},
 	{"join: scheduling SLI p50", "ms", func(r *runResult) float64 { return ms(r.joinSchedSLI, 0.5) }, false},
 	{"join: scheduling SLI p99", "ms", func(r *runResult) float64 { return ms(r.joinSchedSLI, 0.99) }, false},
+	{"join: scheduling SLI mean (queue, algorithm, binding)", "ms", func(r *runResult) float64 { return ms(r.joinSchedSLI, -1) }, false},
+	{"join: scheduled attempt mean (algorithm and binding)", "ms", func(r *runResult) float64 { return ms(r.joinSchedAttempt, -1) }, false},
 	{"join: scheduling algorithm mean (filters with the extender's round trip, per attempt)", "ms", func(r *runResult) float64 { return ms(r.joinSchedAlgo, -1) }, false},
 	{"join: scheduling algorithm p99", "ms", func(r *runResult) float64 { return ms(r.joinSchedAlgo, 0.99) }, false},
 	{"join: everynode goroutines' wait to run (go_sched_latencies_seconds), p99", "ms", func(r *runResult) float64 { return ms(r.joinGoSched, 0.99) }, false},

@@ -67,7 +67,11 @@ type runResult struct {
 	// extender's round trip as kube-scheduler waits for it included, and
 	// scoring), the part of a pod's scheduling that holds up the pods
 	// queued behind it. Empty when a scrape failed.
-	joinExtenderFilter, joinSchedSLI, joinSchedAlgo hist
+	// joinSchedAttempt is its scheduled attempts' time
+	// (scheduler_scheduling_attempt_duration_seconds{result=scheduled}:
+	// the algorithm and the binding call), so the SLI less the attempt is
+	// the time the pods waited in kube-scheduler's queue.
+	joinExtenderFilter, joinSchedSLI, joinSchedAlgo, joinSchedAttempt hist
 	// joinGoSched: how long everynode's goroutines waited to run
 	// (go_sched_latencies_seconds) over the join's waves; a webhook or
 	// extender call slow outside its handler may be waiting there.
@@ -345,12 +349,13 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 	// The join's extender calls and scheduling, summed over its waves: the
 	// rollout's figures are of pods arriving at the client QPS, a join's of
 	// 50 at once.
-	var extender, sli, algo, gosched hist
+	var extender, sli, algo, attempt, gosched hist
 	const (
 		filterMetric  = "everynode_extender_request_duration_seconds"
 		goSchedMetric = "go_sched_latencies_seconds"
 		sliMetric     = "scheduler_pod_scheduling_sli_duration_seconds"
 		algoMetric    = "scheduler_scheduling_algorithm_duration_seconds"
+		attemptMetric = "scheduler_scheduling_attempt_duration_seconds"
 	)
 	measured := true
 	for wave := range b.c.joinWaves {
@@ -389,6 +394,8 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 		if sched1 := b.m.scheduler(ctx); sched0 != nil && sched1 != nil {
 			sli = sli.plus(sched1.histogram(sliMetric, nil).minus(sched0.histogram(sliMetric, nil)))
 			algo = algo.plus(sched1.histogram(algoMetric, nil).minus(sched0.histogram(algoMetric, nil)))
+			ok := match{"result": "scheduled"}
+			attempt = attempt.plus(sched1.histogram(attemptMetric, ok).minus(sched0.histogram(attemptMetric, ok)))
 			n := notScheduled(sched1) - notScheduled(sched0)
 			unscheduled += n
 			if n > 0 {
@@ -411,7 +418,7 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 	}
 	res.joinStages, res.joinCPU, res.joinUnscheduled = stages, cpu, unscheduled
 	if measured {
-		res.joinExtenderFilter, res.joinSchedSLI, res.joinSchedAlgo, res.joinGoSched = extender, sli, algo, gosched
+		res.joinExtenderFilter, res.joinSchedSLI, res.joinSchedAlgo, res.joinSchedAttempt, res.joinGoSched = extender, sli, algo, attempt, gosched
 	}
 	return lat
 }
