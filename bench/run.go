@@ -72,6 +72,14 @@ type runResult struct {
 	// the algorithm and the binding call), so the SLI less the attempt is
 	// the time the pods waited in kube-scheduler's queue.
 	joinExtenderFilter, joinSchedSLI, joinSchedAlgo, joinSchedAttempt hist
+	// joinBinding, joinPodCreate: kube-apiserver's time for the pods/binding
+	// POSTs (kube-scheduler's) and the pod creates (the controller's,
+	// admission included) over the join's waves
+	// (apiserver_request_duration_seconds); joinAPFWait: the time requests
+	// of priority level workload-high (kube-scheduler's and
+	// kube-controller-manager's) waited in API Priority and Fairness
+	// (apiserver_flowcontrol_request_wait_duration_seconds).
+	joinBinding, joinPodCreate, joinAPFWait hist
 	// joinGoSched: how long everynode's goroutines waited to run
 	// (go_sched_latencies_seconds) over the join's waves; a webhook or
 	// extender call slow outside its handler may be waiting there.
@@ -349,7 +357,7 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 	// The join's extender calls and scheduling, summed over its waves: the
 	// rollout's figures are of pods arriving at the client QPS, a join's of
 	// 50 at once.
-	var extender, sli, algo, attempt, gosched hist
+	var extender, sli, algo, attempt, gosched, binding, create, apfWait hist
 	const (
 		filterMetric  = "everynode_extender_request_duration_seconds"
 		goSchedMetric = "go_sched_latencies_seconds"
@@ -367,6 +375,7 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 		cpu0 := b.procs.cpu()
 		sched0 := b.m.scheduler(ctx)
 		every0, every0Err := b.m.everynode(ctx)
+		api0, api0Err := b.m.apiserver(ctx)
 		created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s-w%d", round, s.name, wave), b.c.join, b.c.phaseTimeout)
 		if err != nil {
 			logf("%s node join: %v", lbl, err)
@@ -384,6 +393,17 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 			cpu[p] += d
 		}
 		every1, every1Err := b.m.everynode(ctx)
+		if api1, api1Err := b.m.apiserver(ctx); api0Err == nil && api1Err == nil {
+			const reqMetric, apfMetric = "apiserver_request_duration_seconds", "apiserver_flowcontrol_request_wait_duration_seconds"
+			bind := match{"verb": "POST", "resource": "pods", "subresource": "binding"}
+			made := match{"verb": "POST", "resource": "pods", "subresource": ""}
+			high := match{"priority_level": "workload-high", "execute": "true"}
+			binding = binding.plus(api1.histogram(reqMetric, bind).minus(api0.histogram(reqMetric, bind)))
+			create = create.plus(api1.histogram(reqMetric, made).minus(api0.histogram(reqMetric, made)))
+			apfWait = apfWait.plus(api1.histogram(apfMetric, high).minus(api0.histogram(apfMetric, high)))
+		} else {
+			measured = false
+		}
 		if every0Err == nil && every1Err == nil {
 			f := match{"verb": "filter"}
 			extender = extender.plus(every1.histogram(filterMetric, f).minus(every0.histogram(filterMetric, f)))
@@ -419,6 +439,7 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 	res.joinStages, res.joinCPU, res.joinUnscheduled = stages, cpu, unscheduled
 	if measured {
 		res.joinExtenderFilter, res.joinSchedSLI, res.joinSchedAlgo, res.joinSchedAttempt, res.joinGoSched = extender, sli, algo, attempt, gosched
+		res.joinBinding, res.joinPodCreate, res.joinAPFWait = binding, create, apfWait
 	}
 	return lat
 }
