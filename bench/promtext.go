@@ -148,6 +148,12 @@ func (s scrape) histogram(name string, m match) hist {
 	return h
 }
 
+// since is the histogram of name (samples matching m) for what happened
+// between the scrape before and this one.
+func (s scrape) since(before scrape, name string, m match) hist {
+	return s.histogram(name, m).minus(before.histogram(name, m))
+}
+
 // minus is the histogram of what happened between two scrapes.
 func (h hist) minus(before hist) hist {
 	d := hist{buckets: map[float64]float64{}, sum: h.sum - before.sum, count: h.count - before.count}

@@ -59,34 +59,32 @@ type runResult struct {
 	// waves that did not bind the pod (result unschedulable or error): each
 	// sends the pod back to wait in the scheduler's queue. NaN: not scraped.
 	joinUnscheduled float64
-	// joinExtenderFilter and joinSchedSLI are the extender's filter calls
-	// (everynode_extender_request_duration_seconds{verb=filter}) and
-	// kube-scheduler's scheduling SLI over the join's waves; joinSchedAlgo
-	// its scheduling algorithm's time per attempt
-	// (scheduler_scheduling_algorithm_duration_seconds: the filters, the
-	// extender's round trip as kube-scheduler waits for it included, and
-	// scoring), the part of a pod's scheduling that holds up the pods
-	// queued behind it. Empty when a scrape failed.
-	// joinSchedAttempt is its scheduled attempts' time
-	// (scheduler_scheduling_attempt_duration_seconds{result=scheduled}:
-	// the algorithm and the binding call), so the SLI less the attempt is
-	// the time the pods waited in kube-scheduler's queue.
-	joinExtenderFilter, joinSchedSLI, joinSchedAlgo, joinSchedAttempt hist
-	// joinBinding, joinPodCreate: kube-apiserver's time for the pods/binding
-	// POSTs (kube-scheduler's) and the pod creates (the controller's,
-	// admission included) over the join's waves
-	// (apiserver_request_duration_seconds); joinEtcdPodWrite: its etcd
-	// writes of pods, creates and updates (a binding is an update;
-	// etcd_request_duration_seconds); joinAPFWait: the time requests waited
-	// in API Priority and Fairness
-	// (apiserver_flowcontrol_request_wait_duration_seconds, every level that
-	// queues: here only everynode's service account, as kube-scheduler,
-	// kube-controller-manager and kwok are system:masters, exempt).
+	// The join's meters, histograms summed over its waves; each source's are
+	// empty when one of its scrapes failed.
+	//   - kube-scheduler: joinSchedSLI, its scheduling SLI (queue, algorithm
+	//     and binding); joinSchedAttempt, its scheduled attempts
+	//     (scheduler_scheduling_attempt_duration_seconds{result=scheduled}:
+	//     algorithm and binding), so the SLI less the attempt is the wait in
+	//     its queue; joinSchedAlgo, its scheduling algorithm per attempt
+	//     (filters, the extender's round trip as kube-scheduler waits for it,
+	//     scoring), the part that holds up the pods queued behind.
+	//   - everynode: joinExtenderFilter, the extender's filter calls
+	//     (everynode_extender_request_duration_seconds{verb=filter});
+	//     joinGoSched, how long its goroutines waited to run
+	//     (go_sched_latencies_seconds).
+	//   - kube-apiserver: joinBinding and joinPodCreate, its time for
+	//     kube-scheduler's pods/binding POSTs and the controller's pod creates,
+	//     admission included (apiserver_request_duration_seconds);
+	//     joinEtcdPodWrite, its etcd writes of pods, creates and updates (a
+	//     binding is an update; etcd_request_duration_seconds); joinAPFWait,
+	//     the wait in API Priority and Fairness
+	//     (apiserver_flowcontrol_request_wait_duration_seconds) of every level
+	//     that queues: here only everynode's service account, as
+	//     kube-scheduler, kube-controller-manager and kwok are system:masters,
+	//     exempt.
+	joinSchedSLI, joinSchedAttempt, joinSchedAlgo             hist
+	joinExtenderFilter, joinGoSched                           hist
 	joinBinding, joinPodCreate, joinEtcdPodWrite, joinAPFWait hist
-	// joinGoSched: how long everynode's goroutines waited to run
-	// (go_sched_latencies_seconds) over the join's waves; a webhook or
-	// extender call slow outside its handler may be waiting there.
-	joinGoSched hist
 	// rolloutStages: seconds from a rollout pod seen to bound, and from
 	// bound to available, one per node.
 	rolloutStages [2][]float64
@@ -289,17 +287,17 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 		}
 	}
 	name := "apiserver_admission_webhook_admission_duration_seconds"
-	res.admission = afterRollout.apiserver.histogram(name, nil).minus(before.apiserver.histogram(name, nil))
+	res.admission = afterRollout.apiserver.since(before.apiserver, name, nil)
 	name = "everynode_webhook_request_duration_seconds"
-	res.everynodeWebhook = afterRollout.everynode.histogram(name, nil).minus(before.everynode.histogram(name, nil))
+	res.everynodeWebhook = afterRollout.everynode.since(before.everynode, name, nil)
 	name = "everynode_http_request_duration_seconds"
-	res.everynodeHTTP = afterRollout.everynode.histogram(name, nil).minus(before.everynode.histogram(name, nil))
+	res.everynodeHTTP = afterRollout.everynode.since(before.everynode, name, nil)
 	name = "everynode_extender_request_duration_seconds"
-	res.extenderFilter = afterRollout.everynode.histogram(name, match{"verb": "filter"}).minus(before.everynode.histogram(name, match{"verb": "filter"}))
+	res.extenderFilter = afterRollout.everynode.since(before.everynode, name, match{"verb": "filter"})
 	name = "everynode_https_connections_total"
 	res.httpsConns = afterRollout.everynode.sum(name, nil) - before.everynode.sum(name, nil)
 	name = "scheduler_pod_scheduling_sli_duration_seconds"
-	res.schedSLI = afterRollout.sched.histogram(name, nil).minus(before.sched.histogram(name, nil))
+	res.schedSLI = afterRollout.sched.since(before.sched, name, nil)
 	res.schedAttempts = afterRollout.sched.sum("scheduler_schedule_attempts_total", match{"result": "scheduled"}) -
 		before.sched.sum("scheduler_schedule_attempts_total", match{"result": "scheduled"})
 
@@ -368,17 +366,20 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 		algoMetric    = "scheduler_scheduling_algorithm_duration_seconds"
 		attemptMetric = "scheduler_scheduling_attempt_duration_seconds"
 	)
-	measured := true
+	// A source whose scrape failed in any wave leaves its rows out.
+	schedMeasured, everyMeasured, apiMeasured := true, true, true
 	for wave := range b.c.joinWaves {
 		// Each wave starts on a cluster back at rest, not amid the last
 		// wave's status writes and events (or the update's, for the first).
 		b.settle(ctx, lbl)
 		b.quiet(ctx, lbl, time.Minute)
 		logf("%s %d nodes join (wave %d of %d)", lbl, b.c.join, wave+1, b.c.joinWaves)
+		// kube-apiserver's /metrics is read before the CPU window opens, so
+		// serving and parsing it are not counted as the join's.
+		api0, api0Err := b.m.apiserver(ctx)
 		cpu0 := b.procs.cpu()
 		sched0 := b.m.scheduler(ctx)
 		every0, every0Err := b.m.everynode(ctx)
-		api0, api0Err := b.m.apiserver(ctx)
 		created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s-w%d", round, s.name, wave), b.c.join, b.c.phaseTimeout)
 		if err != nil {
 			logf("%s node join: %v", lbl, err)
@@ -401,28 +402,28 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 			bind := match{"verb": "POST", "resource": "pods", "subresource": "binding"}
 			made := match{"verb": "POST", "resource": "pods", "subresource": ""}
 			queued := match{"execute": "true"}
-			binding = binding.plus(api1.histogram(reqMetric, bind).minus(api0.histogram(reqMetric, bind)))
-			create = create.plus(api1.histogram(reqMetric, made).minus(api0.histogram(reqMetric, made)))
-			apfWait = apfWait.plus(api1.histogram(apfMetric, queued).minus(api0.histogram(apfMetric, queued)))
+			binding = binding.plus(api1.since(api0, reqMetric, bind))
+			create = create.plus(api1.since(api0, reqMetric, made))
+			apfWait = apfWait.plus(api1.since(api0, apfMetric, queued))
 			for _, op := range []string{"create", "update"} {
 				w := match{"group": "", "resource": "pods", "operation": op}
-				etcdWrite = etcdWrite.plus(api1.histogram("etcd_request_duration_seconds", w).minus(api0.histogram("etcd_request_duration_seconds", w)))
+				etcdWrite = etcdWrite.plus(api1.since(api0, "etcd_request_duration_seconds", w))
 			}
 		} else {
-			measured = false
+			apiMeasured = false
 		}
 		if every0Err == nil && every1Err == nil {
 			f := match{"verb": "filter"}
-			extender = extender.plus(every1.histogram(filterMetric, f).minus(every0.histogram(filterMetric, f)))
-			gosched = gosched.plus(every1.histogram(goSchedMetric, nil).minus(every0.histogram(goSchedMetric, nil)))
+			extender = extender.plus(every1.since(every0, filterMetric, f))
+			gosched = gosched.plus(every1.since(every0, goSchedMetric, nil))
 		} else {
-			measured = false
+			everyMeasured = false
 		}
 		if sched1 := b.m.scheduler(ctx); sched0 != nil && sched1 != nil {
-			sli = sli.plus(sched1.histogram(sliMetric, nil).minus(sched0.histogram(sliMetric, nil)))
-			algo = algo.plus(sched1.histogram(algoMetric, nil).minus(sched0.histogram(algoMetric, nil)))
+			sli = sli.plus(sched1.since(sched0, sliMetric, nil))
+			algo = algo.plus(sched1.since(sched0, algoMetric, nil))
 			ok := match{"result": "scheduled"}
-			attempt = attempt.plus(sched1.histogram(attemptMetric, ok).minus(sched0.histogram(attemptMetric, ok)))
+			attempt = attempt.plus(sched1.since(sched0, attemptMetric, ok))
 			n := notScheduled(sched1) - notScheduled(sched0)
 			unscheduled += n
 			if n > 0 {
@@ -430,7 +431,7 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 			}
 		} else {
 			unscheduled = math.NaN()
-			measured = false
+			schedMeasured = false
 		}
 		for n, at := range b.t.availableTimes(image3, joined) {
 			lat = append(lat, at.Sub(created[n].created))
@@ -444,8 +445,13 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 		}
 	}
 	res.joinStages, res.joinCPU, res.joinUnscheduled = stages, cpu, unscheduled
-	if measured {
-		res.joinExtenderFilter, res.joinSchedSLI, res.joinSchedAlgo, res.joinSchedAttempt, res.joinGoSched = extender, sli, algo, attempt, gosched
+	if schedMeasured {
+		res.joinSchedSLI, res.joinSchedAttempt, res.joinSchedAlgo = sli, attempt, algo
+	}
+	if everyMeasured {
+		res.joinExtenderFilter, res.joinGoSched = extender, gosched
+	}
+	if apiMeasured {
 		res.joinBinding, res.joinPodCreate, res.joinEtcdPodWrite, res.joinAPFWait = binding, create, etcdWrite, apfWait
 	}
 	return lat

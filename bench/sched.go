@@ -158,7 +158,7 @@ func (b *bench) schedThroughput(ctx context.Context, schedulerName, sliURL strin
 	if sliURL != "" {
 		if after, err := get(ctx, b.m.sched, sliURL); err == nil && before != nil {
 			name := "scheduler_pod_scheduling_sli_duration_seconds"
-			res.sliP99Milli = ms(after.histogram(name, nil).minus(before.histogram(name, nil)), 0.99)
+			res.sliP99Milli = ms(after.since(before, name, nil), 0.99)
 		}
 	}
 	logf("%s %d pods bound in %.1fs: %.1f pods/s, scheduling SLI p99 %.0f ms", lbl, n, res.seconds, res.podsPerSec, res.sliP99Milli)
