@@ -162,9 +162,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(
 		// go_sched_latencies_seconds (how long goroutines wait to run) on
-		// top of the defaults: a webhook or extender call that is slow
-		// outside its handler is often one waiting behind other goroutines
-		// for a CPU.
+		// top of the defaults: it tells whether a webhook or extender call
+		// that is slow outside its handler waited inside everynode for a
+		// CPU or elsewhere.
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
