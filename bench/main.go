@@ -31,6 +31,11 @@ type config struct {
 	clientCert, clientKey, auditLog    string
 	phaseTimeout                       time.Duration
 	dry                                bool
+	// profileDir, when set, gets CPU profiles of each join wave
+	// (profile.go); profileURLs are more processes to profile, name=url.
+	profileDir     string
+	profileSeconds int
+	profileURLs    stringList
 	// rev is `git describe` of the tree when the benchmark started (make
 	// bench builds everynode from it just before), not when a report is
 	// written: a long run outlives commits.
@@ -66,6 +71,9 @@ func main() {
 	flag.StringVar(&c.auditLog, "audit-log", "", "kube-apiserver audit log (requests per client)")
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.BoolVar(&c.dry, "dry", false, "check the setup and exit")
+	flag.StringVar(&c.profileDir, "profile-joins", "", "directory for CPU profiles of every process over each join wave (a diagnostic: off by default)")
+	flag.IntVar(&c.profileSeconds, "profile-seconds", 3, "length of each join wave's CPU profiles, from the wave's first node create")
+	flag.Var(&c.profileURLs, "profile-url", "another process to profile over the join waves, as name=base URL of its /debug/pprof (repeatable)")
 	flag.Parse()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -128,6 +136,11 @@ func run(ctx context.Context, c config) error {
 		logf("note: the cluster has %d nodes (--nodes=%d); using %d", n, c.nodes, n)
 		c.nodes = n
 	}
+	if c.profileDir != "" {
+		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
+			return err
+		}
+	}
 	if c.dry {
 		logf("setup ok: %d nodes, meters reachable", n)
 		return nil
@@ -169,6 +182,12 @@ func run(ctx context.Context, c config) error {
 	logf("done in %s: %s, %s", time.Since(start).Round(time.Second), md, png)
 	return nil
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func logf(format string, args ...any) {
 	fmt.Printf("%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))

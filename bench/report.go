@@ -135,6 +135,9 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 	}
 	fmt.Fprintf(&b, "kwok nodes (%d pod workers, %d node and %d lease workers) on one local control plane (`make bench`). Both controllers at client QPS %d, burst %d; kube-controller-manager with `--controllers=%s`. Node join: %d waves of %d nodes a run. ",
 		orKwokDefault(c.kwokPodWorkers), orKwokDefault(c.kwokNodeWorkers), orKwokDefault(c.kwokNodeWorkers), c.qps, c.burst, c.kcmControllers, c.joinWaves, c.join)
+	if c.profileDir != "" {
+		fmt.Fprintf(&b, "CPU profiles were taken of every process over the first %d s of each join wave (`--profile-joins`), so the join's figures include the profiler's cost, alike for both systems. ", c.profileSeconds)
+	}
 	fmt.Fprintf(&b, "Each cell: median (min–max) over the runs. Ratio = everynode / upstream of the medians; **bold** = a target of issue 8 (≤ 1.0) missed.\n\n")
 	b.WriteString("| figure | unit | upstream (apps/v1) | everynode | ratio |\n|---|---|---|---|---|\n")
 	for _, f := range figures {

@@ -380,9 +380,16 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 		cpu0 := b.procs.cpu()
 		sched0 := b.m.scheduler(ctx)
 		every0, every0Err := b.m.everynode(ctx)
+		var prof *profiles
+		if b.c.profileDir != "" {
+			prof = startProfiles(ctx, b.m.profileTargets(), b.c.profileDir, fmt.Sprintf("%s-r%d-w%d", s.name, round, wave+1), b.c.profileSeconds)
+		}
 		created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s-w%d", round, s.name, wave), b.c.join, b.c.phaseTimeout)
 		if err != nil {
 			logf("%s node join: %v", lbl, err)
+			if prof != nil {
+				prof.wait()
+			}
 			break
 		}
 		joined := map[string]bool{}
@@ -395,6 +402,11 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 		}
 		for p, d := range cpuDelta(cpu0, b.procs.cpu()) {
 			cpu[p] += d
+		}
+		if prof != nil {
+			for _, e := range prof.wait() {
+				logf("%s wave %d: no CPU profile of %s", lbl, wave+1, e)
+			}
 		}
 		every1, every1Err := b.m.everynode(ctx)
 		if api1, api1Err := b.m.apiserver(ctx); api0Err == nil && api1Err == nil {

@@ -106,6 +106,18 @@ componentsPatches:
 - name: kube-apiserver
   extraArgs:
   - {key: audit-log-maxsize, value: "0"}
+# /debug/pprof of etcd and kube-scheduler, for --profile-joins (a handler
+# costs nothing until a profile is asked for). kube-scheduler authenticates
+# no client certificate here (kwokctl gives it no client CA), so its
+# profiles are allowed to anyone, as its /metrics already are: this is the
+# benchmark's throwaway cluster. kube-apiserver and everynode serve theirs
+# already.
+- name: etcd
+  extraArgs:
+  - {key: enable-pprof, value: "true"}
+- name: kube-scheduler
+  extraArgs:
+  - {key: authorization-always-allow-paths, value: "/healthz,/readyz,/livez,/metrics,/debug/pprof/*"}
 ---
 # kwok plays every kubelet with 4 pod workers by default, each making one
 # request at a time (a status patch to make a pod Ready, two deletes to
@@ -224,6 +236,9 @@ say "building the bench program"
 audit_log="$(find "$KWOK_CLUSTER/logs" -name 'audit*.log' | head -1)"
 # Metrics of kube-scheduler come from its secure port with kwokctl's admin cert.
 sched_port="$(awk '/name: kube-scheduler$/{s=1} s && /port:/{print $2; exit}' "$KWOK_CLUSTER/kwok.yaml")"
+# etcd's client port (plain http on loopback), for --profile-joins. kwok's
+# own /debug/pprof serves no CPU profile, so kwok is not profiled.
+etcd_port="$(awk '/name: etcd$/{s=1} s && /name: http$/{h=1} h && /port:/{print $2; exit}' "$KWOK_CLUSTER/kwok.yaml")"
 
 say "benchmark: $ROUNDS rounds of A (apps/v1) and B (everynode.io/v1alpha1) on $NODES nodes"
 # shellcheck disable=SC2086
@@ -240,4 +255,5 @@ say "benchmark: $ROUNDS rounds of A (apps/v1) and B (everynode.io/v1alpha1) on $
   --no-extender-scheduler-metrics "https://127.0.0.1:$NOEXT_PORT/metrics" \
   --client-cert "$KWOK_CLUSTER/pki/admin.crt" --client-key "$KWOK_CLUSTER/pki/admin.key" \
   --audit-log "$audit_log" \
+  --profile-url "etcd=http://127.0.0.1:$etcd_port" \
   --out "$ROOT/bench/results" ${BENCH_ARGS:-}
