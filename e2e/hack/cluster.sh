@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # cluster.sh up|down|start-everynode|stop-everynode|cert-mode MODE: the local everynode cluster.
+# (up is up-control-plane, then install-everynode; e2e.sh runs tests between
+# the two that need a kube-apiserver without everynode.)
 #
 # up: a kwok cluster with a real control plane (e2e/hack/cluster-up.sh), the
 # chart installed by Helm in "external" mode (webhooks reach everynode by
@@ -169,8 +171,10 @@ stop_everynode() {
   rm -f "$EVERYNODE_PID"
 }
 
-up() {
-  local start=$SECONDS
+# up_control_plane starts the cluster without everynode: kube-apiserver,
+# etcd, kube-controller-manager, kube-scheduler (its extender config
+# already points at everynode's URL) and kwok with its nodes.
+up_control_plane() {
   "$ROOT/e2e/hack/tools.sh"
   [[ -x "$ROOT/bin/everynode" ]] || (cd "$ROOT" && go build -o bin/ ./cmd/everynode)
   pki
@@ -178,9 +182,18 @@ up() {
   scheduler_config
   kwokctl_config
   SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh" --config "$STATE/kwokctl.yaml"
+}
+
+install_everynode() {
   install_chart
   service_account_kubeconfig
   start_everynode
+}
+
+up() {
+  local start=$SECONDS
+  up_control_plane
+  install_everynode
   say "cluster up in $((SECONDS - start))s"
   cat <<MSG
   export KUBECONFIG=$KUBECONFIG PATH=$BIN:\$PATH
@@ -198,9 +211,11 @@ down() {
 
 case "${1:-}" in
   up) up ;;
+  up-control-plane) up_control_plane ;;
+  install-everynode) install_everynode ;;
   down) down ;;
   start-everynode) service_account_kubeconfig; start_everynode ;;
   stop-everynode) stop_everynode ;;
   cert-mode) cert_mode "${2:-}" ;;
-  *) echo "usage: $0 up|down|start-everynode|stop-everynode|cert-mode self-signed|cert-manager|external-ca" >&2; exit 2 ;;
+  *) echo "usage: $0 up|up-control-plane|install-everynode|down|start-everynode|stop-everynode|cert-mode self-signed|cert-manager|external-ca" >&2; exit 2 ;;
 esac
