@@ -33,7 +33,7 @@
 //     twice the largest batch of the set's last fully successful creates,
 //     up to BurstReplicas (slowstart.go), where upstream starts every sync
 //     at one pod; the first failure sends the set back to one, and so does
-//     a sync more than 10 s after the last successful creates.
+//     the set's coming to rest (or a minute without successful creates).
 //   - With a Config.Budget (package budget), the client's QPS goes to pod
 //     work first: Normal events and status writes that only move counts
 //     take only spare tokens (events.go, statuswrites.go), up to
