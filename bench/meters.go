@@ -109,7 +109,18 @@ func (m *meters) scheduler(ctx context.Context) scrape {
 	return s
 }
 
+// get reads a /metrics page.
 func get(ctx context.Context, c *http.Client, url string) (scrape, error) {
+	b, err := fetch(ctx, c, url)
+	if err != nil {
+		return nil, err
+	}
+	return parseMetrics(b), nil
+}
+
+// fetch GETs url with c and returns the body of a 200 answer; any other
+// status is an error that quotes the start of the body.
+func fetch(ctx context.Context, c *http.Client, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -120,10 +131,13 @@ func get(ctx context.Context, c *http.Client, url string) (scrape, error) {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: status %d: %v", url, resp.StatusCode, err)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: status %d: %w", url, resp.StatusCode, err)
 	}
-	return parseMetrics(b), nil
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %.200s", url, resp.Status, b)
+	}
+	return b, nil
 }
 
 // snapshot is every meter at one instant.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -55,24 +54,7 @@ func (m *meters) profileTargets() []profileTarget {
 // 30 s, bounds a profile of a few seconds well).
 func httpProfile(name string, c *http.Client, base string) profileTarget {
 	return profileTarget{name, func(ctx context.Context, s int) ([]byte, error) {
-		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, s)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("%s: %s: %.200s", url, resp.Status, body)
-		}
-		return body, nil
+		return fetch(ctx, c, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, s))
 	}}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -55,24 +56,14 @@ func TestHistPlus(t *testing.T) {
 // since must give the histogram of what happened between two scrapes, for
 // the samples its match selects only.
 func TestScrapeSince(t *testing.T) {
-	before := parseMetrics([]byte(`lat_bucket{le="0.1",w="a"} 1
-lat_bucket{le="+Inf",w="a"} 2
-lat_sum{w="a"} 0.5
-lat_count{w="a"} 2
-lat_bucket{le="0.1",w="b"} 7
-lat_bucket{le="+Inf",w="b"} 7
-lat_sum{w="b"} 0.3
-lat_count{w="b"} 7
-`))
-	after := parseMetrics([]byte(`lat_bucket{le="0.1",w="a"} 4
-lat_bucket{le="+Inf",w="a"} 6
-lat_sum{w="a"} 1.7
-lat_count{w="a"} 6
-lat_bucket{le="0.1",w="b"} 9
-lat_bucket{le="+Inf",w="b"} 9
-lat_sum{w="b"} 0.4
-lat_count{w="b"} 9
-`))
+	// lat is one histogram series of the page, labelled w: n samples, below
+	// of them at most 0.1, summing to sum.
+	lat := func(w string, below, n int, sum float64) string {
+		return fmt.Sprintf("lat_bucket{le=\"0.1\",w=%q} %d\nlat_bucket{le=\"+Inf\",w=%q} %d\nlat_sum{w=%q} %g\nlat_count{w=%q} %d\n",
+			w, below, w, n, w, sum, w, n)
+	}
+	before := parseMetrics([]byte(lat("a", 1, 2, 0.5) + lat("b", 7, 7, 0.3)))
+	after := parseMetrics([]byte(lat("a", 4, 6, 1.7) + lat("b", 9, 9, 0.4)))
 	got := after.since(before, "lat", match{"w": "a"})
 	want := hist{buckets: map[float64]float64{0.1: 3, math.Inf(1): 4}, sum: 1.2, count: 4}
 	if math.Abs(got.sum-want.sum) > 1e-9 || got.count != want.count || !reflect.DeepEqual(got.buckets, want.buckets) {

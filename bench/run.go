@@ -368,6 +368,10 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 	)
 	// A source whose scrape failed in any wave leaves its rows out.
 	schedMeasured, everyMeasured, apiMeasured := true, true, true
+	var profiled []profileTarget
+	if b.c.profileDir != "" {
+		profiled = b.m.profileTargets()
+	}
 	for wave := range b.c.joinWaves {
 		// Each wave starts on a cluster back at rest, not amid the last
 		// wave's status writes and events (or the update's, for the first).
@@ -381,8 +385,8 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 		sched0 := b.m.scheduler(ctx)
 		every0, every0Err := b.m.everynode(ctx)
 		var prof *profiles
-		if b.c.profileDir != "" {
-			prof = startProfiles(ctx, b.m.profileTargets(), b.c.profileDir, fmt.Sprintf("%s-r%d-w%d", s.name, round, wave+1), b.c.profileSeconds)
+		if profiled != nil {
+			prof = startProfiles(ctx, profiled, b.c.profileDir, fmt.Sprintf("%s-r%d-w%d", s.name, round, wave+1), b.c.profileSeconds)
 		}
 		created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s-w%d", round, s.name, wave), b.c.join, b.c.phaseTimeout)
 		if err != nil {
