@@ -21,8 +21,9 @@ wait_for "the default service account of namespace logging" 60 kubectl -n loggin
 (cd "$ROOT" && EVERYNODE_TEST_KUBECONFIG="$KUBECONFIG" go test -count=1 -v -run 'AgainstAPIServer$' ./webhook/)
 kubectl delete namespace logging --wait=false >/dev/null
 # The tests delete the CRD they installed; the chart must find it gone, not
-# terminating (Helm skips a CRD that exists).
-kubectl wait --for=delete crd/daemonsets.everynode.io --timeout=60s >/dev/null 2>&1 || true
+# terminating (Helm skips a CRD that exists), so a CRD still there after a
+# minute fails the run here rather than every scenario later.
+kubectl wait --for=delete crd/daemonsets.everynode.io --timeout=60s >/dev/null
 
 "$ROOT/e2e/hack/cluster.sh" install-everynode
 
