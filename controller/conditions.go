@@ -6,33 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-)
 
-// Condition reasons of DaemonSetStatus.Conditions. They are part of the API
-// that users, `kubectl everynode rollout status` and alerts read.
-const (
-	// ReasonAllPodsAvailable: Available is True.
-	ReasonAllPodsAvailable = "AllPodsAvailable"
-	// ReasonRolloutComplete: Progressing is True and nothing is left to
-	// update (nodes held by partition or a canary selector excepted).
-	ReasonRolloutComplete = "RolloutComplete"
-	// ReasonRollingUpdate: Progressing is True and pods are being replaced.
-	ReasonRollingUpdate = "RollingUpdate"
-	// ReasonOnDelete: Progressing is True; old pods are replaced only when
-	// someone deletes them (updateStrategy OnDelete).
-	ReasonOnDelete = "OnDelete"
-	// ReasonPaused: Progressing is False because rollingUpdate.paused.
-	ReasonPaused = "Paused"
-
-	// Reasons of a False condition, from the most to the least telling.
-	ReasonNodesNotReady    = "NodesNotReady"
-	ReasonPodsCrashLooping = "PodsCrashLooping"
-	ReasonImagePullBackOff = "ImagePullBackOff"
-	ReasonPodsFailed       = "PodsFailed"
-	ReasonPodsPending      = "PodsPending"
-	ReasonPodsNotReady     = "PodsNotReady"
-	ReasonMinReadySeconds  = "MinReadySeconds"
-	ReasonPodsMissing      = "PodsMissing"
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
 
 // trouble is why a node that should run the set has no available pod.
@@ -58,14 +33,14 @@ var troubleInfo = [numTroubles]struct {
 	reason, what string
 	nodes        bool // names are nodes, not pods
 }{
-	troubleNodeNotReady: {ReasonNodesNotReady, "nodes NotReady", true},
-	troubleCrashLoop:    {ReasonPodsCrashLooping, "pods in CrashLoopBackOff", false},
-	troubleImagePull:    {ReasonImagePullBackOff, "pods unable to pull their image", false},
-	troubleFailed:       {ReasonPodsFailed, "pods Failed", false},
-	troublePending:      {ReasonPodsPending, "pods Pending (unschedulable)", false},
-	troubleNotReady:     {ReasonPodsNotReady, "pods not Ready", false},
-	troubleMinReady:     {ReasonMinReadySeconds, "pods Ready for less than minReadySeconds", false},
-	troubleMissing:      {ReasonPodsMissing, "nodes without a pod yet", true},
+	troubleNodeNotReady: {everynodev1alpha1.ReasonNodesNotReady, "nodes NotReady", true},
+	troubleCrashLoop:    {everynodev1alpha1.ReasonPodsCrashLooping, "pods in CrashLoopBackOff", false},
+	troubleImagePull:    {everynodev1alpha1.ReasonImagePullBackOff, "pods unable to pull their image", false},
+	troubleFailed:       {everynodev1alpha1.ReasonPodsFailed, "pods Failed", false},
+	troublePending:      {everynodev1alpha1.ReasonPodsPending, "pods Pending (unschedulable)", false},
+	troubleNotReady:     {everynodev1alpha1.ReasonPodsNotReady, "pods not Ready", false},
+	troubleMinReady:     {everynodev1alpha1.ReasonMinReadySeconds, "pods Ready for less than minReadySeconds", false},
+	troubleMissing:      {everynodev1alpha1.ReasonPodsMissing, "nodes without a pod yet", true},
 }
 
 // maxNamedInMessage is how many names a condition message lists per

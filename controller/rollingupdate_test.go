@@ -295,8 +295,8 @@ func TestOnDeleteRecreatesNew(t *testing.T) {
 	f.syncCaches()
 	f.runPods()
 	f.settle(ds)
-	if c := progressing(f.set(ds)); c.Reason != ReasonOnDelete {
-		t.Errorf("Progressing reason = %s (%s), want %s", c.Reason, c.Message, ReasonOnDelete)
+	if c := progressing(f.set(ds)); c.Reason != everynodev1alpha1.ReasonOnDelete {
+		t.Errorf("Progressing reason = %s (%s), want %s", c.Reason, c.Message, everynodev1alpha1.ReasonOnDelete)
 	}
 }
 
@@ -315,8 +315,8 @@ func TestPausedNewNodeGetsNewRevision(t *testing.T) {
 		t.Errorf("updated %v old %v, want the new node updated only", updated, old)
 	}
 	c := progressing(f.set(ds))
-	if c.Status != metav1.ConditionFalse || c.Reason != ReasonPaused {
-		t.Errorf("Progressing = %s/%s (%s), want False/%s", c.Status, c.Reason, c.Message, ReasonPaused)
+	if c.Status != metav1.ConditionFalse || c.Reason != everynodev1alpha1.ReasonPaused {
+		t.Errorf("Progressing = %s/%s (%s), want False/%s", c.Status, c.Reason, c.Message, everynodev1alpha1.ReasonPaused)
 	}
 
 	// Resume: the rollout finishes.
@@ -328,8 +328,8 @@ func TestPausedNewNodeGetsNewRevision(t *testing.T) {
 	if _, old, _ := f.podsByRevision(revisionHash(ds), 3); old != nil {
 		t.Errorf("old pods %v after resume", old)
 	}
-	if c := progressing(f.set(ds)); c.Reason != ReasonRolloutComplete {
-		t.Errorf("Progressing reason = %s (%s) after resume, want %s", c.Reason, c.Message, ReasonRolloutComplete)
+	if c := progressing(f.set(ds)); c.Reason != everynodev1alpha1.ReasonRolloutComplete {
+		t.Errorf("Progressing reason = %s (%s) after resume, want %s", c.Reason, c.Message, everynodev1alpha1.ReasonRolloutComplete)
 	}
 }
 

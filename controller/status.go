@@ -151,12 +151,12 @@ func availableCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, now
 	}
 	if st.NumberAvailable >= st.DesiredNumberScheduled {
 		c.Status = metav1.ConditionTrue
-		c.Reason = ReasonAllPodsAvailable
+		c.Reason = everynodev1alpha1.ReasonAllPodsAvailable
 		c.Message = fmt.Sprintf("%d of %d nodes run an available pod", st.NumberAvailable, st.DesiredNumberScheduled)
 		return c
 	}
 	c.Status = metav1.ConditionFalse
-	c.Reason = ReasonPodsNotReady
+	c.Reason = everynodev1alpha1.ReasonPodsNotReady
 	if t, ok := ts.first(false); ok {
 		c.Reason = troubleInfo[t].reason
 	}
@@ -182,13 +182,13 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, r
 	switch {
 	case ro.held[holdPaused] > 0:
 		c.Status = metav1.ConditionFalse
-		c.Reason = ReasonPaused
+		c.Reason = everynodev1alpha1.ReasonPaused
 		c.Message = fmt.Sprintf("rollout paused: %s; %d wait on an older revision", progress, ro.held[holdPaused])
 	case ro.pending == 0 && ro.held[holdOnDelete] > 0:
-		c.Reason = ReasonOnDelete
+		c.Reason = everynodev1alpha1.ReasonOnDelete
 		c.Message = fmt.Sprintf("%s; %d run an older revision until their pod is deleted", progress, ro.held[holdOnDelete])
 	case ro.pending == 0:
-		c.Reason = ReasonRolloutComplete
+		c.Reason = everynodev1alpha1.ReasonRolloutComplete
 		c.Message = progress + held
 	default:
 		if t, ok := ts.first(true); ok {
@@ -197,7 +197,7 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, r
 			c.Message = fmt.Sprintf("rollout waiting: %s%s; %s", progress, held, ts.summary())
 			break
 		}
-		c.Reason = ReasonRollingUpdate
+		c.Reason = everynodev1alpha1.ReasonRollingUpdate
 		c.Message = progress + held
 		if s := ts.summary(); s != "" {
 			c.Message += "; waiting for " + s

@@ -217,27 +217,31 @@ func TestUrgentStatusChange(t *testing.T) {
 	base := everynodev1alpha1.DaemonSetStatus{
 		ObservedGeneration: 2, UpdateRevision: "a", CurrentRevision: "a", NumberReady: 1,
 		Conditions: []metav1.Condition{
-			cond(everynodev1alpha1.ConditionAvailable, "False", ReasonPodsNotReady),
-			cond(everynodev1alpha1.ConditionProgressing, "True", ReasonRollingUpdate),
+			cond(everynodev1alpha1.ConditionAvailable, "False", everynodev1alpha1.ReasonPodsNotReady),
+			cond(everynodev1alpha1.ConditionProgressing, "True", everynodev1alpha1.ReasonRollingUpdate),
 		},
 	}
 	tests := map[string]struct {
 		change func(*everynodev1alpha1.DaemonSetStatus)
 		want   bool
 	}{
-		"counts":             {func(s *everynodev1alpha1.DaemonSetStatus) { s.NumberReady = 2 }, false},
-		"message":            {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions[0].Message = "other pods" }, false},
-		"trouble to trouble": {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions[0].Reason = ReasonPodsMissing }, false},
-		"generation":         {func(s *everynodev1alpha1.DaemonSetStatus) { s.ObservedGeneration = 3 }, true},
-		"update revision":    {func(s *everynodev1alpha1.DaemonSetStatus) { s.UpdateRevision = "b" }, true},
-		"current revision":   {func(s *everynodev1alpha1.DaemonSetStatus) { s.CurrentRevision = "b" }, true},
-		"collision count":    {func(s *everynodev1alpha1.DaemonSetStatus) { s.CollisionCount = new(int32) }, true},
+		"counts":  {func(s *everynodev1alpha1.DaemonSetStatus) { s.NumberReady = 2 }, false},
+		"message": {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions[0].Message = "other pods" }, false},
+		"trouble to trouble": {func(s *everynodev1alpha1.DaemonSetStatus) {
+			s.Conditions[0].Reason = everynodev1alpha1.ReasonPodsMissing
+		}, false},
+		"generation":       {func(s *everynodev1alpha1.DaemonSetStatus) { s.ObservedGeneration = 3 }, true},
+		"update revision":  {func(s *everynodev1alpha1.DaemonSetStatus) { s.UpdateRevision = "b" }, true},
+		"current revision": {func(s *everynodev1alpha1.DaemonSetStatus) { s.CurrentRevision = "b" }, true},
+		"collision count":  {func(s *everynodev1alpha1.DaemonSetStatus) { s.CollisionCount = new(int32) }, true},
 		"available": {func(s *everynodev1alpha1.DaemonSetStatus) {
-			s.Conditions[0] = cond(everynodev1alpha1.ConditionAvailable, "True", ReasonAllPodsAvailable)
+			s.Conditions[0] = cond(everynodev1alpha1.ConditionAvailable, "True", everynodev1alpha1.ReasonAllPodsAvailable)
 		}, true},
-		"rollout complete": {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions[1].Reason = ReasonRolloutComplete }, true},
+		"rollout complete": {func(s *everynodev1alpha1.DaemonSetStatus) {
+			s.Conditions[1].Reason = everynodev1alpha1.ReasonRolloutComplete
+		}, true},
 		"stuck": {func(s *everynodev1alpha1.DaemonSetStatus) {
-			s.Conditions[1] = cond(everynodev1alpha1.ConditionProgressing, "False", ReasonPodsPending)
+			s.Conditions[1] = cond(everynodev1alpha1.ConditionProgressing, "False", everynodev1alpha1.ReasonPodsPending)
 		}, true},
 		"condition added": {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions = s.Conditions[:1] }, true},
 	}

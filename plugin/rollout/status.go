@@ -11,12 +11,6 @@ import (
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
 
-// reasonRolloutComplete is the Progressing reason the controller sets when
-// nothing is left to update (controller.ReasonRolloutComplete). The plugin
-// does not import the controller package for one string: it is part of the
-// API that users and tools read (see DESIGN.md, status.conditions).
-const reasonRolloutComplete = "RolloutComplete"
-
 // Progress is where the rollout of a set stands, as kubectl's DaemonSet
 // status viewer sees it, plus why it waits.
 type Progress struct {
@@ -105,7 +99,7 @@ func limitedRollout(ds *everynodev1alpha1.DaemonSet) bool {
 // generation, says the rollout has nothing left to do.
 func nothingLeftToUpdate(ds *everynodev1alpha1.DaemonSet) bool {
 	c := currentCondition(ds, everynodev1alpha1.ConditionProgressing)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reasonRolloutComplete
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == everynodev1alpha1.ReasonRolloutComplete
 }
 
 // currentCondition returns the condition of type t unless it describes an

@@ -36,3 +36,32 @@ const (
 	// has an available pod of it.
 	ConditionAvailable = "Available"
 )
+
+// Reasons of the Progressing and Available conditions. They are API: users,
+// `kubectl everynode rollout status` and alerts read them, so they are
+// defined here once.
+const (
+	// ReasonAllPodsAvailable: Available is True.
+	ReasonAllPodsAvailable = "AllPodsAvailable"
+	// ReasonRolloutComplete: Progressing is True and nothing is left to
+	// update (nodes held by partition or a canary selector excepted).
+	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonRollingUpdate: Progressing is True and pods are being replaced.
+	ReasonRollingUpdate = "RollingUpdate"
+	// ReasonOnDelete: Progressing is True; old pods are replaced only when
+	// someone deletes them (updateStrategy OnDelete).
+	ReasonOnDelete = "OnDelete"
+	// ReasonPaused: Progressing is False because rollingUpdate.paused.
+	ReasonPaused = "Paused"
+
+	// Reasons of a condition that is False (or of a rollout that waits),
+	// from the most to the least telling.
+	ReasonNodesNotReady    = "NodesNotReady"
+	ReasonPodsCrashLooping = "PodsCrashLooping"
+	ReasonImagePullBackOff = "ImagePullBackOff"
+	ReasonPodsFailed       = "PodsFailed"
+	ReasonPodsPending      = "PodsPending"
+	ReasonPodsNotReady     = "PodsNotReady"
+	ReasonMinReadySeconds  = "MinReadySeconds"
+	ReasonPodsMissing      = "PodsMissing"
+)
