@@ -16,10 +16,6 @@ import (
 	"everynode.io/everynode/placement"
 )
 
-// defaultRevisionHistoryLimit is used when the webhook has not defaulted
-// spec.revisionHistoryLimit (apps/v1's default).
-const defaultRevisionHistoryLimit = 10
-
 // constructHistory returns the set's current revision, creating it if the
 // template is new, and the older ones, as upstream: a revision that matches
 // the set (a rollback to an earlier template) is reused with its number
@@ -203,10 +199,7 @@ func countString(c *int32) string {
 // spec.revisionHistoryLimit, never one whose hash a pod of the set still
 // carries (terminating and finished pods included, as upstream).
 func (c *Controller) cleanupHistory(ctx context.Context, ds *everynodev1alpha1.DaemonSet, old []*appsv1.ControllerRevision, pods []*corev1.Pod) error {
-	keep := defaultRevisionHistoryLimit
-	if ds.Spec.RevisionHistoryLimit != nil {
-		keep = int(*ds.Spec.RevisionHistoryLimit)
-	}
+	keep := placement.RevisionHistoryLimit(ds)
 	if len(old) <= keep {
 		return nil
 	}

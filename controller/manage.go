@@ -6,9 +6,7 @@ import (
 	"sort"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -103,40 +101,13 @@ func planNode(st *nodeState, hash string, surge bool, minReadySeconds int32, now
 	return p
 }
 
-// allowsSurge reports whether the set's strategy lets a node run an old and
-// a new pod at once, as upstream util.AllowsSurge.
-func allowsSurge(ds *everynodev1alpha1.DaemonSet) bool {
-	n, err := surgeCount(ds, 1)
-	return err == nil && n > 0
-}
-
-// surgeCount returns maxSurge scaled to desired (rounding up), 0 when the
-// strategy is not RollingUpdate or sets none.
-func surgeCount(ds *everynodev1alpha1.DaemonSet, desired int) (int, error) {
-	ru := ds.Spec.UpdateStrategy.RollingUpdate
-	if ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType || ru == nil || ru.MaxSurge == nil {
-		return 0, nil
-	}
-	return intstr.GetScaledValueFromIntOrPercent(ru.MaxSurge, desired, true)
-}
-
-// unavailableCount returns maxUnavailable scaled to desired (rounding up),
-// 0 when the strategy is not RollingUpdate or sets none.
-func unavailableCount(ds *everynodev1alpha1.DaemonSet, desired int) (int, error) {
-	ru := ds.Spec.UpdateStrategy.RollingUpdate
-	if ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType || ru == nil || ru.MaxUnavailable == nil {
-		return 0, nil
-	}
-	return intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, desired, true)
-}
-
 // manage creates the missing pods and deletes the extra, failed and
 // misplaced ones over all nodes. acted reports whether it sent any request:
 // v no longer shows the set's pods as they are then.
 func (c *Controller) manage(ctx context.Context, v *setView) (acted bool, err error) {
 	logger := klog.FromContext(ctx)
 	ds := v.ds
-	surge := allowsSurge(ds)
+	surge := v.strategy.AllowsSurge()
 	var toCreate []string
 	var toDelete []*corev1.Pod
 	var retryIn time.Duration

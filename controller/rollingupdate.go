@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"sort"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 )
 
@@ -46,45 +44,36 @@ type rolloutPolicy struct {
 // `partition` nodes old when a kept node's pod is recreated new or a node
 // joins, and choosing by name makes the choice stable from sync to sync.
 func newRolloutPolicy(v *setView, desired int) (*rolloutPolicy, error) {
-	strategy := v.ds.Spec.UpdateStrategy
-	if strategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
+	s := &v.strategy
+	if !s.RollingUpdate() {
 		return &rolloutPolicy{onDelete: true}, nil
 	}
-	p := &rolloutPolicy{}
-	ru := strategy.RollingUpdate
-	if ru == nil {
-		return p, nil
-	}
-	p.paused = ru.Paused
-	if ru.NodeSelector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(ru.NodeSelector)
+	p := &rolloutPolicy{paused: s.Paused}
+	if s.NodeSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(s.NodeSelector)
 		if err != nil {
 			return nil, fmt.Errorf("invalid rollingUpdate.nodeSelector: %w", err)
 		}
 		p.canary = sel
 	}
-	if ru.Partition != nil {
-		keep, err := intstr.GetScaledValueFromIntOrPercent(ru.Partition, desired, true)
-		if err != nil {
-			return nil, fmt.Errorf("invalid rollingUpdate.partition: %w", err)
+	keep, err := s.Kept(desired)
+	if err != nil || keep == 0 {
+		return p, err
+	}
+	var old []string
+	for i := range v.nodes {
+		st := &v.nodes[i]
+		if st.node == nil {
+			continue
 		}
-		if keep > 0 {
-			var old []string
-			for i := range v.nodes {
-				st := &v.nodes[i]
-				if st.node == nil {
-					continue
-				}
-				if newPod, oldPod, ok := splitByRevision(st.pods, v.hash); ok && oldPod != nil && newPod == nil {
-					old = append(old, st.name)
-				}
-			}
-			sort.Strings(old)
-			p.kept = make(map[string]bool, keep)
-			for _, n := range old[max(0, len(old)-keep):] {
-				p.kept[n] = true
-			}
+		if newPod, oldPod, ok := splitByRevision(st.pods, v.hash); ok && oldPod != nil && newPod == nil {
+			old = append(old, st.name)
 		}
+	}
+	sort.Strings(old)
+	p.kept = make(map[string]bool, keep)
+	for _, n := range old[max(0, len(old)-keep):] {
+		p.kept[n] = true
 	}
 	return p, nil
 }
@@ -102,24 +91,6 @@ func (p *rolloutPolicy) holdOf(st *nodeState) hold {
 		return holdPartition
 	}
 	return holdNone
-}
-
-// rolloutLimits returns maxSurge and maxUnavailable scaled to desired, as
-// upstream updatedDesiredNodeCounts: if both come out 0 (an impossible
-// configuration the API should have refused), maxUnavailable is 1.
-func rolloutLimits(v *setView, desired int) (maxSurge, maxUnavailable int, err error) {
-	maxUnavailable, err = unavailableCount(v.ds, desired)
-	if err != nil {
-		return 0, 0, fmt.Errorf("invalid rollingUpdate.maxUnavailable: %w", err)
-	}
-	maxSurge, err = surgeCount(v.ds, desired)
-	if err != nil {
-		return 0, 0, fmt.Errorf("invalid rollingUpdate.maxSurge: %w", err)
-	}
-	if desired > 0 && maxUnavailable == 0 && maxSurge == 0 {
-		maxUnavailable = 1
-	}
-	return maxSurge, maxUnavailable, nil
 }
 
 // desiredCount is how many nodes should run the set.
@@ -267,7 +238,7 @@ func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUna
 // rollingUpdate replaces old pods within the limits of the strategy.
 func (c *Controller) rollingUpdate(ctx context.Context, v *setView) error {
 	desired := v.desiredCount()
-	maxSurge, maxUnavailable, err := rolloutLimits(v, desired)
+	maxSurge, maxUnavailable, err := v.strategy.Limits(desired)
 	if err != nil {
 		return err
 	}

@@ -101,8 +101,7 @@ func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.Object
 	// afresh (v still shows them as before manage, and the rolling update
 	// would delete again the old pods manage just deleted). If the events
 	// have not come yet, they trigger the next sync, which rolls on.
-	// An empty strategy type counts as RollingUpdate, the webhook's default.
-	roll := v.ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType
+	roll := v.strategy.RollingUpdate()
 	if roll && acted {
 		if roll = c.expectations.satisfied(key); roll {
 			pods, err := c.podsOfSet(v.ds)

@@ -64,9 +64,10 @@ type nodeState struct {
 // O(nodes + pods of the set), and read by manage, the rolling update and
 // the status, which upstream each rebuild.
 type setView struct {
-	ds   *everynodev1alpha1.DaemonSet
-	hash string
-	now  time.Time
+	ds       *everynodev1alpha1.DaemonSet
+	strategy placement.Strategy
+	hash     string
+	now      time.Time
 	// nodes holds every node of the cluster in lister order, then the gone
 	// nodes that still hold pods, by name.
 	nodes []nodeState
@@ -84,7 +85,7 @@ type setView struct {
 // grouped by a counting sort into one slice, so a sync allocates the same
 // few slices at any size instead of one per node.
 func buildView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, hash string, now time.Time) *setView {
-	v := &setView{ds: ds, hash: hash, now: now, allPods: pods, nodes: make([]nodeState, len(nodes), len(nodes)+1)}
+	v := &setView{ds: ds, strategy: placement.UpdateStrategy(ds), hash: hash, now: now, allPods: pods, nodes: make([]nodeState, len(nodes), len(nodes)+1)}
 	elig := placement.NewEligibility(ds)
 	byName := make(map[string]int32, len(nodes))
 	for i, n := range nodes {

@@ -3,10 +3,8 @@ package extender
 import (
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -64,25 +62,6 @@ func (c *cluster) daemonPodsOn(node, setKey string) ([]*corev1.Pod, error) {
 		}
 	}
 	return out, nil
-}
-
-// surgeAllowed reports whether the set's update strategy lets a node hold
-// an old and a new pod at once: a rolling update with a non-zero maxSurge.
-// An unparsable maxSurge counts as zero, as the controller cannot use it
-// either.
-func surgeAllowed(set *everynodev1alpha1.DaemonSet) bool {
-	strategy := set.Spec.UpdateStrategy
-	if strategy.Type != "" && strategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
-		return false
-	}
-	if strategy.RollingUpdate == nil || strategy.RollingUpdate.MaxSurge == nil {
-		return false
-	}
-	// Scaling against 100 with rounding up turns any positive absolute
-	// number or percentage into a positive count, as upstream does for
-	// any non-empty cluster.
-	surge, err := intstr.GetScaledValueFromIntOrPercent(strategy.RollingUpdate.MaxSurge, 100, true)
-	return err == nil && surge > 0
 }
 
 // samePod reports whether a and b are the same pod: by UID when both have

@@ -104,10 +104,11 @@ func targetReason(pod *corev1.Pod, target string, c *cluster) (string, error) {
 		}
 		others = append(others, other)
 	}
+	strategy := placement.UpdateStrategy(set)
 	switch {
 	case len(others) == 0:
 		return "", nil
-	case len(others) == 1 && surgeAllowed(set) && placement.RevisionHash(others[0]) != placement.RevisionHash(pod):
+	case len(others) == 1 && strategy.AllowsSurge() && placement.RevisionHash(others[0]) != placement.RevisionHash(pod):
 		return "", nil
 	default:
 		// Name the first by name: the index returns pods in map order, and

@@ -10,13 +10,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // defaultDaemonSet fills in what the API server fills in for an apps/v1
 // DaemonSet, so a manifest moved from apps/v1 is stored and behaves the
 // same: SetObjectDefaults_DaemonSet of k8s.io/kubernetes pkg/apis/apps/v1
 // (zz_generated.defaults.go, v1.37), which is SetDefaults_DaemonSet followed
-// by the core/v1 defaults of the pod template. everynode's own fields have no
+// by the core/v1 defaults of the pod template, with the values package
+// placement reads where no webhook ran. everynode's own fields have no
 // defaults beyond their zero values. It changes ds in place and is
 // idempotent.
 func defaultDaemonSet(ds *everynodev1alpha1.DaemonSet) {
@@ -29,14 +31,14 @@ func defaultDaemonSet(ds *everynodev1alpha1.DaemonSet) {
 			strategy.RollingUpdate = &everynodev1alpha1.RollingUpdateDaemonSet{}
 		}
 		if strategy.RollingUpdate.MaxUnavailable == nil {
-			strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+			strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(placement.DefaultMaxUnavailable))
 		}
 		if strategy.RollingUpdate.MaxSurge == nil {
-			strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(0))
+			strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(placement.DefaultMaxSurge))
 		}
 	}
 	if ds.Spec.RevisionHistoryLimit == nil {
-		ds.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+		ds.Spec.RevisionHistoryLimit = ptr.To(placement.DefaultRevisionHistoryLimit)
 	}
 	defaultPodSpec(&ds.Spec.Template.Spec)
 }

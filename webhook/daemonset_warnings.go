@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // daemonSetWarnings returns warnings for specs that are legal but likely to
@@ -20,8 +21,9 @@ func daemonSetWarnings(ds *everynodev1alpha1.DaemonSet) []string {
 	spec := &ds.Spec
 	ruPath := field.NewPath("spec", "updateStrategy", "rollingUpdate")
 	ru := spec.UpdateStrategy.RollingUpdate
+	strategy := placement.UpdateStrategy(ds)
 
-	if ru != nil && spec.UpdateStrategy.Type == appsv1.RollingUpdateDaemonSetStrategyType {
+	if ru != nil && strategy.RollingUpdate() {
 		if ru.MaxSurge != nil && getIntOrPercentValue(*ru.MaxSurge) > 0 {
 			if port, ok := firstHostPort(&spec.Template.Spec); ok {
 				warnings = append(warnings, fmt.Sprintf("%s: the surge pod can never start while the old pod holds %s on the same node, so the update will stall; use maxUnavailable instead",
@@ -47,7 +49,7 @@ func daemonSetWarnings(ds *everynodev1alpha1.DaemonSet) []string {
 	}
 	// maxUnavailable and maxSurge are left out: a set switched from
 	// RollingUpdate keeps their defaults, as an apps/v1 DaemonSet does.
-	if ru != nil && spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType && (ru.Partition != nil || ru.NodeSelector != nil || ru.Paused) {
+	if ru != nil && strategy.Type == appsv1.OnDeleteDaemonSetStrategyType && (ru.Partition != nil || ru.NodeSelector != nil || ru.Paused) {
 		warnings = append(warnings, fmt.Sprintf("%s: partition, nodeSelector and paused are ignored when type is OnDelete: pods are replaced only when you delete them", ruPath))
 	}
 	if spec.RevisionHistoryLimit != nil && *spec.RevisionHistoryLimit == 0 {

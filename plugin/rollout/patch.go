@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // fieldManager is the default --field-manager of the commands that write,
@@ -25,7 +26,7 @@ const fieldManager = "kubectl-everynode-rollout"
 // template would not roll out) and a restart within the same second (the
 // patch would change nothing).
 func restartPatch(ds *everynodev1alpha1.DaemonSet, now time.Time) ([]byte, error) {
-	if isPaused(ds) {
+	if placement.UpdateStrategy(ds).Paused {
 		return nil, errors.New("can't restart a paused daemon set (run rollout resume first)")
 	}
 	stamp := now.Format(time.RFC3339)
@@ -48,10 +49,11 @@ func restartPatch(ds *everynodev1alpha1.DaemonSet, now time.Time) ([]byte, error
 // in that state. An OnDelete set has no rolling update to pause: an error,
 // rather than a field the controller would ignore.
 func pausePatch(ds *everynodev1alpha1.DaemonSet, pause bool) ([]byte, error) {
-	if pause && ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
-		return nil, fmt.Errorf("can't pause: its updateStrategy is %s, which replaces a pod only when you delete it; pause applies to %s", appsv1.OnDeleteDaemonSetStrategyType, appsv1.RollingUpdateDaemonSetStrategyType)
+	strategy := placement.UpdateStrategy(ds)
+	if pause && !strategy.RollingUpdate() {
+		return nil, fmt.Errorf("can't pause: its updateStrategy is %s, which replaces a pod only when you delete it; pause applies to %s", strategy.Type, appsv1.RollingUpdateDaemonSetStrategyType)
 	}
-	if isPaused(ds) == pause {
+	if strategy.Paused == pause {
 		return nil, nil
 	}
 	// null removes the field: resumed is the default, not an explicit false.
@@ -66,9 +68,4 @@ func pausePatch(ds *everynodev1alpha1.DaemonSet, pause bool) ([]byte, error) {
 			},
 		},
 	})
-}
-
-func isPaused(ds *everynodev1alpha1.DaemonSet) bool {
-	ru := ds.Spec.UpdateStrategy.RollingUpdate
-	return ru != nil && ru.Paused
 }

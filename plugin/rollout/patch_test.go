@@ -11,6 +11,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 var restartTime = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
@@ -110,7 +111,7 @@ func TestPatchCommands(t *testing.T) {
 			wantOut:     "daemonset.everynode.io/fluentd paused\n",
 			wantPatched: []string{"fluentd"},
 			check: func(t *testing.T, f *fixture) {
-				if !isPaused(f.set(t, "fluentd")) {
+				if !placement.UpdateStrategy(f.set(t, "fluentd")).Paused {
 					t.Error("not paused")
 				}
 			},
@@ -131,7 +132,7 @@ func TestPatchCommands(t *testing.T) {
 			wantOut:     "daemonset.everynode.io/fluentd resumed\n",
 			wantPatched: []string{"fluentd"},
 			check: func(t *testing.T, f *fixture) {
-				if isPaused(f.set(t, "fluentd")) {
+				if placement.UpdateStrategy(f.set(t, "fluentd")).Paused {
 					t.Error("still paused")
 				}
 			},

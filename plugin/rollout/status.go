@@ -6,9 +6,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // Progress is where the rollout of a set stands, as kubectl's DaemonSet
@@ -46,14 +46,15 @@ func (p Progress) String() string {
 // Available conditions say why. An OnDelete set has no rollout to follow:
 // that is an error, as in kubectl.
 func StatusOf(ds *everynodev1alpha1.DaemonSet) (Progress, error) {
-	if t := ds.Spec.UpdateStrategy.Type; t != "" && t != appsv1.RollingUpdateDaemonSetStrategyType {
-		return Progress{}, fmt.Errorf("rollout status is only available for %s strategy type (daemon set %q uses %s)", appsv1.RollingUpdateDaemonSetStrategyType, ds.Name, t)
+	strategy := placement.UpdateStrategy(ds)
+	if !strategy.RollingUpdate() {
+		return Progress{}, fmt.Errorf("rollout status is only available for %s strategy type (daemon set %q uses %s)", appsv1.RollingUpdateDaemonSetStrategyType, ds.Name, strategy.Type)
 	}
 	st := &ds.Status
 	if ds.Generation > st.ObservedGeneration {
 		return Progress{Message: "Waiting for daemon set spec update to be observed...", Why: why(ds)}, nil
 	}
-	partitioned := limitedRollout(ds)
+	partitioned := strategy.Limited()
 	if st.UpdatedNumberScheduled < st.DesiredNumberScheduled && !(partitioned && nothingLeftToUpdate(ds)) {
 		return Progress{
 			Message: fmt.Sprintf("Waiting for daemon set %q rollout to finish: %d out of %d new pods have been updated...", ds.Name, st.UpdatedNumberScheduled, st.DesiredNumberScheduled),
@@ -73,26 +74,6 @@ func StatusOf(ds *everynodev1alpha1.DaemonSet) (Progress, error) {
 		}, nil
 	}
 	return Progress{Message: fmt.Sprintf("daemon set %q successfully rolled out", ds.Name), Done: true}, nil
-}
-
-// limitedRollout reports whether the update strategy keeps some nodes on an
-// older revision on purpose (partition or canary nodeSelector).
-func limitedRollout(ds *everynodev1alpha1.DaemonSet) bool {
-	ru := ds.Spec.UpdateStrategy.RollingUpdate
-	if ru == nil {
-		return false
-	}
-	if ru.NodeSelector != nil {
-		return true
-	}
-	if ru.Partition == nil {
-		return false
-	}
-	p := *ru.Partition
-	if p.Type == intstr.Int {
-		return p.IntVal > 0
-	}
-	return p.StrVal != "" && p.StrVal != "0%" && p.StrVal != "0"
 }
 
 // nothingLeftToUpdate reports whether the controller, for the current
