@@ -31,6 +31,7 @@ import (
 	everynodefake "everynode.io/everynode/client/clientset/versioned/fake"
 	"everynode.io/everynode/client/informers/externalversions"
 	"everynode.io/everynode/controller/revision"
+	"everynode.io/everynode/placement"
 )
 
 // t0 is the fake clock's start: tests never read the real time.
@@ -513,7 +514,7 @@ var podSeq atomic.Int64
 // controller and the webhook would leave it once scheduled: bound, Running
 // and Ready since t0 - 1h (so available whatever minReadySeconds).
 func newPod(ds *everynodev1alpha1.DaemonSet, node, hash string, opts ...podOpt) *corev1.Pod {
-	pod := NewPod(ds, node, hash)
+	pod := placement.NewPod(ds, node, hash)
 	n := podSeq.Add(1)
 	pod.Name = fmt.Sprintf("%s-%s-%d", ds.Name, node, n)
 	pod.UID = types.UID(fmt.Sprintf("uid-pod-%d", n))

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/client/informers/externalversions"
@@ -142,7 +141,7 @@ func TestRevisionHandlers(t *testing.T) {
 	f.add(ds)
 	rev := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{
 		Name: "agent-1", Namespace: ns, ResourceVersion: "1",
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, controllerKind)},
+		OwnerReferences: []metav1.OwnerReference{placement.NewControllerRef(ds)},
 	}}
 	f.c.updateRevision(klogDiscard, rev, rev)
 	if got := f.queue.drain(); got != nil {
@@ -160,46 +159,6 @@ func TestRevisionHandlers(t *testing.T) {
 	f.c.deleteRevision(klogDiscard, foreign)
 	if got := f.queue.drain(); got != nil {
 		t.Errorf("an apps/v1 DaemonSet's revision queued %v", got)
-	}
-}
-
-// TestNewPod checks the pod contract with the webhook (shared/DESIGN.md).
-func TestNewPod(t *testing.T) {
-	ds := newSet("agent")
-	ds.Spec.Template.Annotations = map[string]string{"a": "b"}
-	ds.Spec.Template.Spec.SchedulerName = "custom"
-	ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}
-	orig := ds.DeepCopy()
-	pod := NewPod(ds, "node-7", "abc")
-
-	if pod.GenerateName != "agent-" || pod.Name != "" || pod.Namespace != ns {
-		t.Errorf("name %q generateName %q namespace %q", pod.Name, pod.GenerateName, pod.Namespace)
-	}
-	wantLabels := map[string]string{"app": "agent", "controller-revision-hash": "abc", "everynode.io/daemon-pod": "true"}
-	if !reflect.DeepEqual(pod.Labels, wantLabels) {
-		t.Errorf("labels = %v, want %v", pod.Labels, wantLabels)
-	}
-	if want := map[string]string{"a": "b", "everynode.io/node-name": "node-7"}; !reflect.DeepEqual(pod.Annotations, want) {
-		t.Errorf("annotations = %v, want %v", pod.Annotations, want)
-	}
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.APIVersion != "everynode.io/v1alpha1" || ref.Kind != "DaemonSet" || ref.Name != "agent" ||
-		ref.UID != ds.UID || !ptr.Deref(ref.BlockOwnerDeletion, false) {
-		t.Errorf("controller ref = %+v", ref)
-	}
-	// Pinned by affinity, never by nodeName: the scheduler must still see it.
-	if pod.Spec.NodeName != "" {
-		t.Errorf("nodeName %q: the scheduler binds daemon pods", pod.Spec.NodeName)
-	}
-	if want := placement.PinToNode(nil, "node-7"); !reflect.DeepEqual(pod.Spec.Affinity, want) {
-		t.Errorf("affinity %v, want %v", pod.Spec.Affinity, want)
-	}
-	wantTolerations := append([]corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}, placement.DaemonTolerations(false)...)
-	if pod.Spec.SchedulerName != "custom" || !reflect.DeepEqual(pod.Spec.Tolerations, wantTolerations) {
-		t.Errorf("schedulerName %q tolerations %v, want the template's plus the daemon defaults", pod.Spec.SchedulerName, pod.Spec.Tolerations)
-	}
-	if !reflect.DeepEqual(ds, orig) {
-		t.Error("NewPod changed the set")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // slowStartBatches returns the sizes of the create batches for n pods:
@@ -72,7 +73,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 		var wg sync.WaitGroup
 		for _, node := range nodesToCreate[pos : pos+size] {
 			wg.Go(func() {
-				err := c.podControl.CreatePod(ctx, ds, NewPod(ds, node, hash))
+				err := c.podControl.CreatePod(ctx, ds, placement.NewPod(ds, node, hash))
 				if err == nil {
 					return
 				}

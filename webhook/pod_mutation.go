@@ -14,19 +14,15 @@ import (
 //
 //  1. the set's node overrides whose selector matches the node, in order
 //     (set and node may be nil when the set has no overrides);
-//  2. required node affinity replaced by the single term pinning the pod
-//     to target (placement.PinToNode: preferred terms and pod affinity kept);
-//  3. the default daemon tolerations added without duplicates
-//     (placement.WithDaemonTolerations: network-unavailable only for
-//     hostNetwork pods);
-//  4. schedulerName set to schedulerName, if given, unless the template
+//  2. the daemon stamp (placement.Stamp): label, target annotation, the
+//     pin to target and the default daemon tolerations;
+//  3. schedulerName set to schedulerName, if given, unless the template
 //     chose a scheduler of its own.
 //
-// Overrides come first so that none can undo the pinning or the
-// tolerations, and the daemon-pod label and target annotation are restored
-// after them. Every step is idempotent, so the API server may reinvoke the
-// webhook (reinvocationPolicy: IfNeeded) after other webhooks changed the
-// pod and get the same pod back.
+// Overrides come first so that none can undo the stamp. Every step is
+// idempotent, so the API server may reinvoke the webhook
+// (reinvocationPolicy: IfNeeded) after other webhooks changed the pod and
+// get the same pod back.
 func mutatePod(pod *corev1.Pod, target string, set *everynodev1alpha1.DaemonSet, node *corev1.Node, schedulerName string) error {
 	if set != nil && len(set.Spec.NodeOverrides) > 0 {
 		if node == nil {
@@ -35,17 +31,8 @@ func mutatePod(pod *corev1.Pod, target string, set *everynodev1alpha1.DaemonSet,
 		if err := applyNodeOverrides(pod, set.Spec.NodeOverrides, node); err != nil {
 			return fmt.Errorf("apply node overrides of everynode DaemonSet %s/%s: %w", set.Namespace, set.Name, err)
 		}
-		if pod.Labels == nil {
-			pod.Labels = map[string]string{}
-		}
-		pod.Labels[everynodev1alpha1.LabelDaemonPod] = everynodev1alpha1.LabelDaemonPodValue
-		if pod.Annotations == nil {
-			pod.Annotations = map[string]string{}
-		}
-		pod.Annotations[everynodev1alpha1.AnnotationTargetNode] = target
 	}
-	pod.Spec.Affinity = placement.PinToNode(pod.Spec.Affinity, target)
-	pod.Spec.Tolerations = placement.WithDaemonTolerations(pod.Spec.Tolerations, pod.Spec.HostNetwork)
+	placement.Stamp(pod, target)
 	if schedulerName != "" && (pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName) {
 		pod.Spec.SchedulerName = schedulerName
 	}

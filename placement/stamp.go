@@ -1,0 +1,67 @@
+package placement
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+)
+
+// controllerKind is the kind in the owner reference of every daemon pod and
+// revision of a set.
+var controllerKind = everynodev1alpha1.SchemeGroupVersion.WithKind(KindDaemonSet)
+
+// NewControllerRef returns the owner reference that makes ds the controller
+// of a pod or ControllerRevision.
+func NewControllerRef(ds *everynodev1alpha1.DaemonSet) metav1.OwnerReference {
+	return *metav1.NewControllerRef(ds, controllerKind)
+}
+
+// NewPod returns the pod ds runs on node, from the revision with the given
+// hash, as the contract between the controller and the pod webhook wants it
+// (shared/DESIGN.md): generateName `<set>-`, the template's labels plus the
+// revision hash, the set as controlling owner, and the daemon stamp (Stamp).
+// ds is not modified.
+func NewPod(ds *everynodev1alpha1.DaemonSet, node, hash string) *corev1.Pod {
+	tmpl := ds.Spec.Template.DeepCopy()
+	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
+	pod.Name = ""
+	pod.GenerateName = ds.Name + "-"
+	pod.Namespace = ds.Namespace
+	pod.ResourceVersion = ""
+	pod.UID = ""
+	pod.CreationTimestamp = metav1.Time{}
+	pod.Finalizers = nil
+	pod.OwnerReferences = []metav1.OwnerReference{NewControllerRef(ds)}
+	if pod.Labels == nil {
+		pod.Labels = make(map[string]string, 2)
+	}
+	pod.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] = hash
+	Stamp(pod, node)
+	return pod
+}
+
+// Stamp makes pod the daemon pod for node, in place: the daemon-pod label
+// (which the pod webhooks select on), the target node annotation, the
+// required node affinity replaced by the pin to node (PinToNode, never
+// nodeName, so the scheduler and its extender still see the pod), and the
+// default daemon tolerations (WithDaemonTolerations).
+//
+// The controller stamps the pods it makes, so a set is correct where no
+// webhook runs (webhooks skip kube-system, where the upstream docs' own
+// DaemonSet lives); the pod webhook stamps again after a set's node
+// overrides, so no override can undo it. Stamp is idempotent, so the API
+// server may reinvoke the webhook and get the same pod back.
+func Stamp(pod *corev1.Pod, node string) {
+	if pod.Labels == nil {
+		pod.Labels = make(map[string]string, 1)
+	}
+	pod.Labels[everynodev1alpha1.LabelDaemonPod] = everynodev1alpha1.LabelDaemonPodValue
+	if pod.Annotations == nil {
+		pod.Annotations = make(map[string]string, 1)
+	}
+	pod.Annotations[everynodev1alpha1.AnnotationTargetNode] = node
+	pod.Spec.Affinity = PinToNode(pod.Spec.Affinity, node)
+	pod.Spec.Tolerations = WithDaemonTolerations(pod.Spec.Tolerations, pod.Spec.HostNetwork)
+}
