@@ -30,7 +30,7 @@ import (
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	everynodefake "everynode.io/everynode/client/clientset/versioned/fake"
 	"everynode.io/everynode/client/informers/externalversions"
-	"everynode.io/everynode/controller/revision"
+	"everynode.io/everynode/placement/revision"
 	"everynode.io/everynode/placement"
 )
 

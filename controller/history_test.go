@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/controller/revision"
+	"everynode.io/everynode/placement/revision"
 )
 
 // revisions returns the set's ControllerRevisions in the fake API server

@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/controller/revision"
+	"everynode.io/everynode/placement/revision"
 	"everynode.io/everynode/placement"
 )
 

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"everynode.io/everynode/controller/revision"
+	"everynode.io/everynode/placement/revision"
 )
 
 // sync brings one set's pods, revisions and status in line with its spec.

@@ -21,7 +21,7 @@ import (
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/client/clientset/versioned"
 	everynodefake "everynode.io/everynode/client/clientset/versioned/fake"
-	"everynode.io/everynode/controller/revision"
+	"everynode.io/everynode/placement/revision"
 )
 
 const testNamespace = "ns1"

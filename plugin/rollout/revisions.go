@@ -13,7 +13,7 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/controller/revision"
+	"everynode.io/everynode/placement/revision"
 )
 
 // Errors of history and undo, wrapped with the set and the revisions known

@@ -17,7 +17,7 @@ import (
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/client/clientset/versioned"
-	"everynode.io/everynode/controller/revision"
+	"everynode.io/everynode/placement/revision"
 )
 
 // warningApplyManaged is kubectl's warning for a set managed with apply.

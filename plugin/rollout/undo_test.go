@@ -13,7 +13,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/controller/revision"
+	"everynode.io/everynode/placement/revision"
 )
 
 var bigPool = []everynodev1alpha1.NodeOverride{{

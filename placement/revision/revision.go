@@ -1,8 +1,8 @@
-// Package revision holds the pure ControllerRevision logic of the everynode
-// controller: the revision hash, the revision name, and the Data a revision
-// stores, with the inverse that restores a set from it. The controller writes
-// revisions with these functions and the kubectl plugin reads them back
-// (rollout history and undo), so both sides agree on one format.
+// Package revision holds the ControllerRevision rules the controller and the
+// kubectl plugin share: the revision hash, the revision name, and the Data a
+// revision stores, with the inverse that restores a set from it. The
+// controller writes revisions with these functions and the plugin reads
+// them back (rollout history and undo), so both agree on one format.
 //
 // The format follows the built-in DaemonSet controller, extended by
 // everynode's spec.nodeOverrides because they, too, change the pods a
@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/dump"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // HashLabel is the label that carries a revision's hash on the
@@ -206,7 +207,7 @@ func New(ds *everynodev1alpha1.DaemonSet, hash string, number int64) (*appsv1.Co
 			Namespace:       ds.Namespace,
 			Labels:          labels,
 			Annotations:     annotations,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, everynodev1alpha1.SchemeGroupVersion.WithKind("DaemonSet"))},
+			OwnerReferences: []metav1.OwnerReference{placement.NewControllerRef(ds)},
 		},
 		Data:     runtime.RawExtension{Raw: raw},
 		Revision: number,
