@@ -30,8 +30,8 @@ import (
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	everynodefake "everynode.io/everynode/client/clientset/versioned/fake"
 	"everynode.io/everynode/client/informers/externalversions"
-	"everynode.io/everynode/placement/revision"
 	"everynode.io/everynode/placement"
+	"everynode.io/everynode/placement/revision"
 )
 
 // t0 is the fake clock's start: tests never read the real time.

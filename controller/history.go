@@ -12,8 +12,8 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/placement/revision"
 	"everynode.io/everynode/placement"
+	"everynode.io/everynode/placement/revision"
 )
 
 // constructHistory returns the set's current revision, creating it if the

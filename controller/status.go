@@ -14,8 +14,8 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/placement/revision"
 	"everynode.io/everynode/placement"
+	"everynode.io/everynode/placement/revision"
 )
 
 // rollout sums up, per node that should run the set, where the update
