@@ -132,7 +132,7 @@ func BenchmarkHandler(b *testing.B) {
 				body := mustJSON(b, extenderv1.ExtenderArgs{Pod: pod, NodeNames: ptr.To(names(n))})
 				h := f.ext.FilterHandler()
 				w := &discardWriter{header: http.Header{}}
-				req := httptest.NewRequest(http.MethodPost, "/extender/filter", nil)
+				req := httptest.NewRequest(http.MethodPost, PathPrefix+"/"+verbFilter, nil)
 				b.SetBytes(int64(len(body)))
 				b.ReportAllocs()
 				for b.Loop() {
@@ -185,7 +185,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			srv.StartTLS()
 			defer srv.Close()
 			b.SetBytes(int64(len(body)))
-			benchCalls(b, srv.Client(), srv.URL+"/extender/filter", body)
+			benchCalls(b, srv.Client(), srv.URL+PathPrefix+"/"+verbFilter, body)
 		})
 	}
 }

@@ -15,9 +15,13 @@ import (
 	"everynode.io/everynode/placement"
 )
 
+// PathPrefix is where the extender's routes live on the HTTPS server:
+// kube-scheduler's urlPrefix is the server's URL followed by it, and it
+// calls urlPrefix + "/" + verb.
+const PathPrefix = "/extender"
+
 // Extender answers kube-scheduler's extender calls from informer caches.
-// Build it with New; serve FilterHandler, PrioritizeHandler and
-// PreemptHandler at <urlPrefix>/filter, /prioritize and /preempt.
+// Build it with New and hand its Routes to the server.
 type Extender struct {
 	cluster *cluster
 	gate    *gateCache
@@ -85,6 +89,16 @@ func (e *Extender) HasSynced() bool {
 	}
 	e.synced.Store(true)
 	return true
+}
+
+// Routes returns the extender's routes, path to handler: one per verb under
+// PathPrefix.
+func (e *Extender) Routes() map[string]http.Handler {
+	return map[string]http.Handler{
+		PathPrefix + "/" + verbFilter:     e.FilterHandler(),
+		PathPrefix + "/" + verbPrioritize: e.PrioritizeHandler(),
+		PathPrefix + "/" + verbPreempt:    e.PreemptHandler(),
+	}
 }
 
 // FilterHandler serves the filter verb: ExtenderArgs in,

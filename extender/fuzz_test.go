@@ -47,7 +47,7 @@ func fuzzSeeds(f *testing.F, preemption bool) {
 // fuzzServe posts body to h and fails unless the answer is a well-formed
 // 200 or a 400.
 func fuzzServe(t *testing.T, h http.Handler, body []byte) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodPost, "/extender/verb", bytes.NewReader(body))
+	req := httptest.NewRequest(http.MethodPost, PathPrefix+"/verb", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)

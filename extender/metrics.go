@@ -5,13 +5,16 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"everynode.io/everynode/extender/schedconfig"
 )
 
-// Verb names, used as metric labels.
+// Verb names, the last element of each route and the metric label: the
+// ones kube-scheduler's configuration names (package schedconfig).
 const (
-	verbFilter     = "filter"
-	verbPrioritize = "prioritize"
-	verbPreempt    = "preempt"
+	verbFilter     = schedconfig.FilterVerb
+	verbPrioritize = schedconfig.PrioritizeVerb
+	verbPreempt    = schedconfig.PreemptVerb
 )
 
 var (

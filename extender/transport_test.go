@@ -120,7 +120,7 @@ func TestTransport(t *testing.T) {
 			if method == "" {
 				method = http.MethodPost
 			}
-			req := httptest.NewRequest(method, "/extender/"+tc.verb, bytes.NewReader(tc.body(t)))
+			req := httptest.NewRequest(method, PathPrefix+"/"+tc.verb, bytes.NewReader(tc.body(t)))
 			ct := tc.contentType
 			if ct == "" {
 				ct = "application/json"
@@ -154,7 +154,7 @@ func TestMetrics(t *testing.T) {
 	okBefore := counterValue(t, okByVerb[verbFilter])
 	badBefore := counterValue(t, requestsTotal.WithLabelValues(verbFilter, "400"))
 	post := func(body []byte) {
-		req := httptest.NewRequest(http.MethodPost, "/extender/filter", bytes.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, PathPrefix+"/"+verbFilter, bytes.NewReader(body))
 		f.ext.FilterHandler().ServeHTTP(httptest.NewRecorder(), req)
 	}
 	post(mustJSON(t, extenderv1.ExtenderArgs{Pod: plainPod(), NodeNames: &[]string{"n0", "n1"}}))
@@ -219,7 +219,7 @@ func TestConcurrentRequests(t *testing.T) {
 		wg.Go(func() {
 			for i := range 50 {
 				in := append(slices.Clone(all[g*8:g*8+1+i%7]), "gated")
-				req := httptest.NewRequest(http.MethodPost, "/extender/filter",
+				req := httptest.NewRequest(http.MethodPost, PathPrefix+"/"+verbFilter,
 					bytes.NewReader(mustJSON(t, extenderv1.ExtenderArgs{Pod: plainPod(), NodeNames: &in})))
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, req)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -22,17 +23,10 @@ import (
 	"everynode.io/everynode/certs"
 )
 
-// Routes are the handlers of the HTTPS listener. A nil handler answers 501,
-// so the route table is complete even while a part is switched off.
-type Routes struct {
-	ValidateDaemonSet  http.Handler
-	MutateDaemonSet    http.Handler
-	ValidatePod        http.Handler
-	MutatePod          http.Handler
-	ExtenderFilter     http.Handler
-	ExtenderPrioritize http.Handler
-	ExtenderPreempt    http.Handler
-}
+// Routes are one part's handlers of the HTTPS listener, keyed by path. Each
+// part (the webhooks, the extender) names its own paths; the server only
+// mounts them, so no path is written twice.
+type Routes = map[string]http.Handler
 
 // Check is one readiness condition: nil when ready.
 type Check struct {
@@ -49,7 +43,8 @@ type Config struct {
 	// Certificates serve the HTTPS listener; /readyz fails while they have
 	// no valid certificate.
 	Certificates certs.Source
-	Routes       Routes
+	// Parts are the routes of each part. Every request is a POST.
+	Parts []Routes
 	// Ready are extra readiness checks (informer caches synced, ...).
 	Ready []Check
 	// Gatherer is what /metrics exposes; Registerer is where the server
@@ -84,12 +79,16 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: a metrics registry is required")
 	}
 	metrics := newRequestMetrics()
+	router, err := secureRouter(cfg.Parts, metrics)
+	if err != nil {
+		return nil, err
+	}
 	if err := metrics.register(cfg.Registerer); err != nil {
 		return nil, err
 	}
 	secure := &http.Server{
 		Addr:              cfg.SecureAddr,
-		Handler:           http.MaxBytesHandler(secureRouter(cfg.Routes, metrics), MaxBodyBytes),
+		Handler:           http.MaxBytesHandler(router, MaxBodyBytes),
 		TLSConfig:         certs.TLSConfig(cfg.Certificates),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -133,38 +132,31 @@ func secureProtocols(http2 bool) *http.Protocols {
 	return p
 }
 
-func secureRouter(r Routes, m *requestMetrics) http.Handler {
+// secureRouter mounts every part's routes, each instrumented under its
+// path. Two parts claiming one path, or a path that is not absolute, is a
+// wiring mistake and an error.
+func secureRouter(parts []Routes, m *requestMetrics) (http.Handler, error) {
 	router := mux.NewRouter()
-	routes := []struct {
-		path string
-		h    http.Handler
-	}{
-		{"/validate/daemonset", r.ValidateDaemonSet},
-		{"/mutate/daemonset", r.MutateDaemonSet},
-		{"/validate/pod", r.ValidatePod},
-		{"/mutate/pod", r.MutatePod},
-		{"/extender/filter", r.ExtenderFilter},
-		{"/extender/prioritize", r.ExtenderPrioritize},
-		{"/extender/preempt", r.ExtenderPreempt},
-	}
-	for _, rt := range routes {
-		h := rt.h
-		if h == nil {
-			h = notImplemented(rt.path)
+	seen := make(map[string]bool)
+	for _, routes := range parts {
+		for path, h := range routes {
+			switch {
+			case !strings.HasPrefix(path, "/"):
+				return nil, fmt.Errorf("server: route %q is not an absolute path", path)
+			case h == nil:
+				return nil, fmt.Errorf("server: route %s has no handler", path)
+			case seen[path]:
+				return nil, fmt.Errorf("server: route %s is claimed twice", path)
+			}
+			seen[path] = true
+			router.Handle(path, m.instrument(path, h)).Methods(http.MethodPost)
 		}
-		router.Handle(rt.path, m.instrument(rt.path, h)).Methods(http.MethodPost)
 	}
 	router.NotFoundHandler = m.instrument("other", http.NotFoundHandler())
 	router.MethodNotAllowedHandler = m.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "only POST is allowed here", http.StatusMethodNotAllowed)
 	}))
-	return router
-}
-
-func notImplemented(path string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, path+" is not enabled in this everynode", http.StatusNotImplemented)
-	})
+	return router, nil
 }
 
 func healthRouter(cfg Config) http.Handler {

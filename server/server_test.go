@@ -98,33 +98,54 @@ func do(t *testing.T, method, url string) (int, string, *http.Response) {
 }
 
 func TestRoutes(t *testing.T) {
-	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("filter")) })
+	answer := func(s string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(s)) })
+	}
 	secure, health := startServer(t, Config{
 		Certificates: &fakeSource{cert: testCert(t)},
-		Routes:       Routes{ExtenderFilter: ok},
+		Parts:        []Routes{{"/a/one": answer("one")}, {"/b/two": answer("two")}},
 	})
 	tests := map[string]struct {
 		method, url string
 		wantCode    int
 		wantBody    string
 	}{
-		"wired route":          {http.MethodPost, secure + "/extender/filter", 200, "filter"},
-		"unwired route is 501": {http.MethodPost, secure + "/validate/daemonset", 501, "not enabled"},
-		"GET is 405":           {http.MethodGet, secure + "/extender/filter", 405, "only POST"},
-		"unknown path is 404":  {http.MethodPost, secure + "/nope", 404, ""},
-		"healthz":              {http.MethodGet, health + "/healthz", 200, "ok"},
-		"readyz":               {http.MethodGet, health + "/readyz", 200, "ok"},
-		"metrics":              {http.MethodGet, health + "/metrics", 200, "everynode_http_request_duration_seconds"},
-		"no pprof by default":  {http.MethodGet, health + "/debug/pprof/", 404, ""},
+		"first part's route":  {http.MethodPost, secure + "/a/one", 200, "one"},
+		"second part's route": {http.MethodPost, secure + "/b/two", 200, "two"},
+		"GET is 405":          {http.MethodGet, secure + "/a/one", 405, "only POST"},
+		"unknown path is 404": {http.MethodPost, secure + "/nope", 404, ""},
+		"healthz":             {http.MethodGet, health + "/healthz", 200, "ok"},
+		"readyz":              {http.MethodGet, health + "/readyz", 200, "ok"},
+		"metrics":             {http.MethodGet, health + "/metrics", 200, "everynode_http_request_duration_seconds"},
+		"no pprof by default": {http.MethodGet, health + "/debug/pprof/", 404, ""},
 	}
 	// metrics last: it must see the earlier requests.
-	order := []string{"wired route", "unwired route is 501", "GET is 405", "unknown path is 404", "healthz", "readyz", "no pprof by default", "metrics"}
+	order := []string{"first part's route", "second part's route", "GET is 405", "unknown path is 404", "healthz", "readyz", "no pprof by default", "metrics"}
 	for _, name := range order {
 		tc := tests[name]
 		t.Run(name, func(t *testing.T) {
 			code, body, _ := do(t, tc.method, tc.url)
 			if code != tc.wantCode || !strings.Contains(body, tc.wantBody) {
 				t.Fatalf("got %d %q, want %d containing %q", code, body, tc.wantCode, tc.wantBody)
+			}
+		})
+	}
+}
+
+func TestRoutesRefusesBadWiring(t *testing.T) {
+	h := http.NotFoundHandler()
+	tests := map[string][]Routes{
+		"one path in two parts": {{"/x": h}, {"/x": h}},
+		"relative path":         {{"x": h}},
+		"nil handler":           {{"/x": nil}},
+	}
+	for name, parts := range tests {
+		t.Run(name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			_, err := New(Config{SecureAddr: ":0", HealthAddr: ":0", Certificates: &fakeSource{cert: testCert(t)},
+				Gatherer: reg, Registerer: reg, Parts: parts})
+			if err == nil {
+				t.Fatal("New accepted the routes")
 			}
 		})
 	}
@@ -137,7 +158,7 @@ func TestProtocols(t *testing.T) {
 			ForceAttemptHTTP2: true,
 			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
 		}}
-		resp, err := client.Post(url+"/extender/filter", "application/json", strings.NewReader("{}"))
+		resp, err := client.Post(url+"/any", "application/json", strings.NewReader("{}"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +184,7 @@ func TestProtocols(t *testing.T) {
 	tlsOld := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		InsecureSkipVerify: true, MaxVersion: tls.VersionTLS11, MinVersion: tls.VersionTLS10,
 	}}}
-	if _, err := tlsOld.Post(secure+"/extender/filter", "application/json", strings.NewReader("{}")); err == nil {
+	if _, err := tlsOld.Post(secure+"/any", "application/json", strings.NewReader("{}")); err == nil {
 		t.Fatal("a TLS 1.1 client was served; want TLS 1.2 at least")
 	}
 }
@@ -190,9 +211,9 @@ func TestBodyCap(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
 		}
 	})
-	secure, _ := startServer(t, Config{Certificates: &fakeSource{cert: testCert(t)}, Routes: Routes{MutatePod: read}})
+	secure, _ := startServer(t, Config{Certificates: &fakeSource{cert: testCert(t)}, Parts: []Routes{{"/read": read}}})
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := client.Post(secure+"/mutate/pod", "application/json", io.LimitReader(zeros{}, MaxBodyBytes+1))
+	resp, err := client.Post(secure+"/read", "application/json", io.LimitReader(zeros{}, MaxBodyBytes+1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,7 +153,7 @@ func TestWebhooksAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlers, err := NewHandlers(Config{ControllerUsername: testController, Nodes: corev1listers.NewNodeLister(nodeIndexer),
+	handlers, err := Routes(Config{ControllerUsername: testController, Nodes: corev1listers.NewNodeLister(nodeIndexer),
 		Sets: everynodelisters.NewDaemonSetLister(setIndexer), DryRunner: runner})
 	if err != nil {
 		t.Fatal(err)

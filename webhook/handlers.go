@@ -13,7 +13,7 @@ import (
 )
 
 // The webhook routes. The chart's webhook configurations point at these
-// paths (README.md).
+// paths (chart_test.go holds the chart to them).
 const (
 	PathMutateDaemonSet   = "/mutate/daemonset"
 	PathValidateDaemonSet = "/validate/daemonset"
@@ -45,8 +45,9 @@ type Config struct {
 	SchedulerName string
 }
 
-// NewHandlers returns the four webhook handlers keyed by their paths.
-func NewHandlers(cfg Config) (map[string]http.Handler, error) {
+// Routes returns the four webhook handlers keyed by their paths, for the
+// server to mount.
+func Routes(cfg Config) (map[string]http.Handler, error) {
 	mutateSet, err := NewDaemonSetDefaulter()
 	if err != nil {
 		return nil, err

@@ -16,7 +16,7 @@ import (
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
 
-func TestNewHandlers(t *testing.T) {
+func TestRoutes(t *testing.T) {
 	nodes, sets := listers(t)
 	tests := map[string]struct {
 		cfg     Config
@@ -30,7 +30,7 @@ func TestNewHandlers(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			hs, err := NewHandlers(tc.cfg)
+			hs, err := Routes(tc.cfg)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
 			}
@@ -385,7 +385,7 @@ func TestValidatePodRoute(t *testing.T) {
 func TestRoutesRefuseOtherKinds(t *testing.T) {
 	ds := validSet(t)
 	nodes, sets := listers(t, ds)
-	hs, err := NewHandlers(Config{ControllerUsername: testController, Nodes: nodes, Sets: sets})
+	hs, err := Routes(Config{ControllerUsername: testController, Nodes: nodes, Sets: sets})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ type partsConfig struct {
 
 // parts are the built webhook and extender routes and the controller.
 type parts struct {
-	routes     server.Routes
+	routes     []server.Routes
 	controller controllerRunner
 	synced     func() error
 }
@@ -66,7 +66,7 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	hooks, err := webhook.NewHandlers(webhook.Config{
+	hooks, err := webhook.Routes(webhook.Config{
 		ControllerUsername: cfg.opts.controllerUsername,
 		Nodes:              nodeInformer.Lister(),
 		Sets:               setInformer.Lister(),
@@ -85,15 +85,7 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	extender.RegisterMetrics(cfg.registry)
 
 	p := &parts{
-		routes: server.Routes{
-			MutateDaemonSet:    hooks[webhook.PathMutateDaemonSet],
-			ValidateDaemonSet:  hooks[webhook.PathValidateDaemonSet],
-			MutatePod:          hooks[webhook.PathMutatePod],
-			ValidatePod:        hooks[webhook.PathValidatePod],
-			ExtenderFilter:     ext.FilterHandler(),
-			ExtenderPrioritize: ext.PrioritizeHandler(),
-			ExtenderPreempt:    ext.PreemptHandler(),
-		},
+		routes:     []server.Routes{hooks, ext.Routes()},
 		controller: ctrl,
 		synced: func() error {
 			if !nodes.HasSynced() || !pods.HasSynced() || !sets.HasSynced() || !ext.HasSynced() {

@@ -41,10 +41,9 @@ func newServeCommand() *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the webhooks and the scheduler extender, and run the controller",
 		Long: `serve runs everynode: one HTTPS server with the admission webhooks
-(/validate/daemonset, /mutate/daemonset, /validate/pod, /mutate/pod) and the
-kube-scheduler extender (/extender/filter, /extender/prioritize,
-/extender/preempt), a plain-HTTP server with /healthz, /readyz and /metrics,
-and the DaemonSet controller in the replica that holds the leader Lease.`,
+and the kube-scheduler extender, a plain-HTTP server with /healthz, /readyz
+and /metrics, and the DaemonSet controller in the replica that holds the
+leader Lease.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -191,7 +190,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		SecureAddr:   o.secureAddr,
 		HealthAddr:   o.healthAddr,
 		Certificates: src,
-		Routes:       p.routes,
+		Parts:        p.routes,
 		Ready:        []server.Check{{Name: "informers", Check: p.synced}},
 		Gatherer:     registry,
 		Registerer:   registry,

@@ -144,7 +144,7 @@ func TestTransport(t *testing.T) {
 			if method == "" {
 				method = http.MethodPost
 			}
-			r := httptest.NewRequest(method, "/validate/pod"+tc.query, tc.body)
+			r := httptest.NewRequest(method, "/review"+tc.query, tc.body)
 			switch tc.contentType {
 			case "":
 				r.Header.Set("Content-Type", "application/json")
