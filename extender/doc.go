@@ -9,15 +9,17 @@
 // update excepted). Every other pod of the cluster is kept off the nodes
 // where a set with spec.nodeReadinessGate should run but has no Ready pod
 // yet, except pods of built-in apps DaemonSets: node plumbing such as
-// kube-proxy may be what the gated daemon waits for. That second path runs for every pod the scheduler places, so it reads
-// a precomputed snapshot (gate.go) and costs one map lookup per node, or
-// nothing at all when no set is gated.
+// kube-proxy may be what the gated daemon waits for. That second path runs
+// for every pod the scheduler places, so it reads a precomputed snapshot
+// (gate.go) and costs one map lookup per node, or nothing at all when no
+// set is gated.
 //
 // The extender is configured ignorable: the webhook pins daemon pods to their
 // node and the controller counts them, so nothing relies on it for
 // correctness; it makes placement faster and explains refusals.
 //
 // Each verb is a pure function (filter.go, prioritize.go, preempt.go) behind
-// one thin HTTP shell (transport.go). Package schedconfig renders the
+// one thin HTTP shell (transport.go). Package codec reads and writes the
+// verbs' JSON without reflection; package schedconfig renders the
 // KubeSchedulerConfiguration that points kube-scheduler at these routes.
 package extender

@@ -6,33 +6,60 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"everynode.io/everynode/extender/codec"
+	"everynode.io/everynode/placement"
 )
+
+// request is a decoded filter or prioritize call and the kind of pod it is
+// about.
+type request struct {
+	codec.Args
+	// daemonPod is the pod (its metadata) when it is an everynode daemon
+	// pod, else nil: nothing reads an ordinary pod.
+	daemonPod *corev1.Pod
+	// builtinDaemon is true for a pod of a built-in apps DaemonSet, which
+	// no readiness gate holds back.
+	builtinDaemon bool
+}
+
+func newRequest(args codec.Args) request {
+	req := request{Args: args}
+	switch {
+	case args.Pod == nil:
+	case placement.IsDaemonPod(args.Pod):
+		req.daemonPod = args.Pod
+	case placement.IsBuiltinDaemonPod(args.Pod):
+		req.builtinDaemon = true
+	}
+	return req
+}
 
 // serveFilter decodes ExtenderArgs, filters its candidates and writes the
 // ExtenderFilterResult.
 func (e *Extender) serveFilter(body []byte, out *bytes.Buffer) error {
-	req, err := decodeArgs(body)
+	args, err := codec.DecodeArgs(body)
 	if err != nil {
 		return badRequest("decode ExtenderArgs: %v", err)
 	}
-	defer req.release()
-	if !req.hasPod {
+	defer args.Release()
+	if !args.HasPod {
 		return badRequest("ExtenderArgs has no Pod")
 	}
-	res := e.filterRequest(req)
+	res := e.filterRequest(newRequest(args))
 	// Passed names are a subsequence of the input's: if the input's were
 	// plain, so are they, and if none was dropped they can go back as
 	// they came.
-	text := nameText{plain: req.namesRaw != ""}
-	if text.plain && res.NodeNames != nil && len(*res.NodeNames) == len(*req.names) {
-		text.raw = req.namesRaw
+	text := codec.NameText{Plain: args.NamesRaw != ""}
+	if text.Plain && res.NodeNames != nil && len(*res.NodeNames) == len(*args.Names) {
+		text.Raw = args.NamesRaw
 	}
-	return encodeFilterResult(out, res, text)
+	return codec.EncodeFilterResult(out, res, text)
 }
 
 // filter answers decoded ExtenderArgs (tests call it directly).
 func (e *Extender) filter(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
-	return e.filterRequest(requestFromArgs(args))
+	return e.filterRequest(newRequest(codec.FromArgs(args)))
 }
 
 // filterRequest answers a decoded filter request. The answer always
@@ -71,7 +98,7 @@ func (e *Extender) filterRequest(req request) *extenderv1.ExtenderFilterResult {
 		FailedAndUnresolvableNodes: out.failed,
 	}
 	if fromNodes {
-		result.Nodes = keepNodes(req.nodes, out.passed)
+		result.Nodes = keepNodes(req.Nodes, out.passed)
 	} else {
 		result.NodeNames = &out.passed
 	}
@@ -83,12 +110,12 @@ func (e *Extender) filterRequest(req request) *extenderv1.ExtenderFilterResult {
 // list. The returned slice is never nil.
 func candidateNames(req request) (names []string, fromNodes bool) {
 	switch {
-	case req.names != nil && *req.names != nil:
-		return *req.names, false
-	case req.names == nil && req.nodes != nil:
-		names = make([]string, len(req.nodes.Items))
-		for i := range req.nodes.Items {
-			names[i] = req.nodes.Items[i].Name
+	case req.Names != nil && *req.Names != nil:
+		return *req.Names, false
+	case req.Names == nil && req.Nodes != nil:
+		names = make([]string, len(req.Nodes.Items))
+		for i := range req.Nodes.Items {
+			names[i] = req.Nodes.Items[i].Name
 		}
 		return names, true
 	default:
@@ -112,14 +139,15 @@ func keepNodes(nodes *corev1.NodeList, passed []string) *corev1.NodeList {
 
 // servePrioritize decodes ExtenderArgs and writes the HostPriorityList.
 func (e *Extender) servePrioritize(body []byte, out *bytes.Buffer) error {
-	req, err := decodeArgs(body)
+	args, err := codec.DecodeArgs(body)
 	if err != nil {
 		return badRequest("decode ExtenderArgs: %v", err)
 	}
-	defer req.release()
-	if !req.hasPod {
+	defer args.Release()
+	if !args.HasPod {
 		return badRequest("ExtenderArgs has no Pod")
 	}
+	req := newRequest(args)
 	if req.daemonPod == nil { // the common case, without a list to build
 		out.WriteString("[]\n")
 		return nil

@@ -1,4 +1,4 @@
-package extender
+package codec
 
 import (
 	"bytes"
@@ -50,12 +50,13 @@ func appendStringMap(buf *bytes.Buffer, m map[string]string) {
 	buf.WriteByte('}')
 }
 
-// nameText says what the encoder may assume of the node names it writes.
-type nameText struct {
-	// raw, when set, is the JSON text of exactly these names.
-	raw string
-	// plain is true when no name needs escaping.
-	plain bool
+// NameText says what EncodeFilterResult may assume of the node names it
+// writes.
+type NameText struct {
+	// Raw, when set, is the JSON text of exactly these names.
+	Raw string
+	// Plain is true when no name needs escaping.
+	Plain bool
 }
 
 // appendNames appends names as a JSON array, straight into the buffer's
@@ -92,10 +93,10 @@ func isPlain(s string) bool {
 	return true
 }
 
-// encodeFilterResult writes res as encoding/json would (fields in order;
+// EncodeFilterResult writes res as encoding/json would (fields in order;
 // map keys unordered, which JSON allows), using what text says of
 // res.NodeNames.
-func encodeFilterResult(buf *bytes.Buffer, res *extenderv1.ExtenderFilterResult, text nameText) error {
+func EncodeFilterResult(buf *bytes.Buffer, res *extenderv1.ExtenderFilterResult, text NameText) error {
 	buf.WriteString(`{"Nodes":`)
 	if res.Nodes == nil {
 		buf.WriteString("null")
@@ -110,10 +111,10 @@ func encodeFilterResult(buf *bytes.Buffer, res *extenderv1.ExtenderFilterResult,
 	switch {
 	case res.NodeNames == nil || *res.NodeNames == nil:
 		buf.WriteString("null")
-	case text.raw != "":
-		buf.WriteString(text.raw)
+	case text.Raw != "":
+		buf.WriteString(text.Raw)
 	default:
-		appendNames(buf, *res.NodeNames, text.plain)
+		appendNames(buf, *res.NodeNames, text.Plain)
 	}
 	buf.WriteString(`,"FailedNodes":`)
 	appendStringMap(buf, res.FailedNodes)

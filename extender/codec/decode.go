@@ -1,4 +1,4 @@
-package extender
+package codec
 
 import (
 	"encoding/json"
@@ -12,99 +12,73 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/placement"
 )
 
-// Why a codec of our own: kube-scheduler sends every pod it places with
-// every candidate node name, and reflection-based encoding/json spent more
-// than a millisecond per call on 5,000 names, allocating each name twice.
-// This one reads ExtenderArgs in one pass over a single string copy of the
-// body, hands out node names as substrings of it (one allocation for all of
-// them), and decodes the pod's metadata only when it may be a daemon pod:
-// an ordinary pod's fields, and a daemon pod's spec and status, are never
-// read, so they are checked for JSON syntax only.
-// Anything unusual (escapes, non-ASCII, duplicate keys) goes to
-// encoding/json, so the result is what encoding/json would give; a
-// differential fuzz test (codec_test.go) holds it to that.
-
-// request is a decoded filter or prioritize call.
-type request struct {
-	// hasPod is false when the request has no pod (a 400).
-	hasPod bool
-	// daemonPod is the decoded pod when it is a daemon pod, else nil:
-	// nothing reads an ordinary pod. decodeArgs fills in its metadata
-	// only, all any verb reads.
-	daemonPod *corev1.Pod
-	// builtinDaemon is true for a pod of a built-in apps DaemonSet, which
-	// no readiness gate holds back.
-	builtinDaemon bool
-	// names is NodeNames as sent: nil when absent or null. From decodeArgs
-	// it comes from namesPool: release gives it back once the answer is
+// Args is ExtenderArgs as the extender's verbs read it.
+type Args struct {
+	// HasPod is false when the request has no pod (a 400).
+	HasPod bool
+	// Pod is the pod's metadata (labels, annotations, owner references,
+	// name, UID), all any verb reads of it, and only when the pod may be a
+	// daemon pod of either kind: it carries the everynode daemon-pod label
+	// key or an owner of kind DaemonSet. DecodeArgs leaves it nil for any
+	// other pod, whose fields are checked for syntax only.
+	Pod *corev1.Pod
+	// Names is NodeNames as sent: nil when absent or null. From DecodeArgs
+	// it comes from a pool: Release gives it back once the answer is
 	// written.
-	names *[]string
-	// namesRaw is the JSON text of NodeNames when every name in it is a
+	Names *[]string
+	// NamesRaw is the JSON text of NodeNames when every name in it is a
 	// plain string, so an answer that keeps every node can send it back as
 	// it came instead of encoding 5,000 names again; "" otherwise.
-	namesRaw string
-	// nodes is Nodes as sent, for a scheduler without nodeCacheCapable.
-	nodes *corev1.NodeList
+	NamesRaw string
+	// Nodes is Nodes as sent, for a scheduler without nodeCacheCapable.
+	Nodes *corev1.NodeList
 }
 
-// requestFromArgs turns decoded ExtenderArgs into a request.
-func requestFromArgs(args *extenderv1.ExtenderArgs) request {
-	req := request{hasPod: args.Pod != nil, names: args.NodeNames, nodes: args.Nodes}
-	if args.Pod != nil {
-		req.classify(args.Pod)
-	}
-	return req
-}
-
-// classify records what kind of pod the request is about.
-func (req *request) classify(pod *corev1.Pod) {
-	switch {
-	case placement.IsDaemonPod(pod):
-		req.daemonPod = pod
-	case placement.IsBuiltinDaemonPod(pod):
-		req.builtinDaemon = true
-	}
+// FromArgs turns ExtenderArgs decoded by encoding/json into Args; Pod is
+// the whole pod.
+func FromArgs(args *extenderv1.ExtenderArgs) Args {
+	return Args{HasPod: args.Pod != nil, Pod: args.Pod, Names: args.NodeNames, Nodes: args.Nodes}
 }
 
 // decodeArgsSlow decodes with encoding/json, for the rare input the fast
 // path hands over.
-func decodeArgsSlow(body []byte) (request, error) {
+func decodeArgsSlow(body []byte) (Args, error) {
 	var args extenderv1.ExtenderArgs
 	if err := json.Unmarshal(body, &args); err != nil {
-		return request{}, err
+		return Args{}, err
 	}
-	return requestFromArgs(&args), nil
+	return FromArgs(&args), nil
 }
 
-// decodeArgs decodes an ExtenderArgs body.
-func decodeArgs(body []byte) (request, error) {
+// DecodeArgs decodes an ExtenderArgs body as encoding/json would, reading
+// only what Args holds. Call Release on the result once done with Names.
+func DecodeArgs(body []byte) (Args, error) {
 	sc := scanner{s: string(body)}
 	sc.ws()
 	if sc.i == len(sc.s) {
-		return request{}, errEOF
+		return Args{}, errEOF
 	}
 	switch sc.s[sc.i] {
 	case '{':
 	case 'n': // null leaves ExtenderArgs empty, as encoding/json does
 		if err := sc.literal("null"); err != nil {
-			return request{}, err
+			return Args{}, err
 		}
-		return request{}, sc.end()
+		return Args{}, sc.end()
 	default:
 		if err := sc.value(); err != nil {
-			return request{}, err
+			return Args{}, err
 		}
 		if err := sc.end(); err != nil {
-			return request{}, err
+			return Args{}, err
 		}
-		return request{}, errors.New("ExtenderArgs must be a JSON object")
+		return Args{}, errors.New("ExtenderArgs must be a JSON object")
 	}
 
 	var (
-		req                     request
+		req                     Args
 		podRaw, nodesRaw        string
 		seenPod, seenNames, dup bool
 		seenNodes               bool
@@ -118,13 +92,13 @@ func decodeArgs(body []byte) (request, error) {
 			return err
 		case strings.EqualFold(key, "NodeNames"):
 			dup, seenNames = dup || seenNames, true
-			req.release() // a repeated key: keep the pool whole
+			req.Release() // a repeated key: keep the pool whole
 			sc.ws()
 			start := sc.i
 			names, plainNames, err := sc.stringArray()
-			req.names = names
+			req.Names = names
 			if err == nil && names != nil && plainNames {
-				req.namesRaw = sc.s[start:sc.i]
+				req.NamesRaw = sc.s[start:sc.i]
 			}
 			return err
 		case strings.EqualFold(key, "Nodes"):
@@ -140,28 +114,28 @@ func decodeArgs(body []byte) (request, error) {
 		err = sc.end()
 	}
 	if err != nil {
-		req.release()
-		return request{}, err
+		req.Release()
+		return Args{}, err
 	}
 	if dup {
 		// encoding/json merges a repeated object into the first: let it.
-		req.release()
+		req.Release()
 		return decodeArgsSlow(body)
 	}
 	if nodesRaw != "" && nodesRaw != "null" {
-		req.nodes = new(corev1.NodeList)
-		if err := json.Unmarshal([]byte(nodesRaw), req.nodes); err != nil {
-			req.release()
-			return request{}, fmt.Errorf("decode Nodes: %w", err)
+		req.Nodes = new(corev1.NodeList)
+		if err := json.Unmarshal([]byte(nodesRaw), req.Nodes); err != nil {
+			req.Release()
+			return Args{}, fmt.Errorf("decode Nodes: %w", err)
 		}
 	}
 	switch {
 	case podRaw == "" || podRaw == "null":
 	case podRaw[0] != '{':
-		req.release()
-		return request{}, errors.New("decode Pod: not a JSON object")
+		req.Release()
+		return Args{}, errors.New("decode Pod: not a JSON object")
 	default:
-		req.hasPod = true
+		req.HasPod = true
 		if label, owner := podMarks(podRaw); label || owner {
 			// Every verb reads only a daemon pod's metadata (labels,
 			// annotations, owner references, name, UID): its spec and
@@ -170,10 +144,10 @@ func decodeArgs(body []byte) (request, error) {
 				ObjectMeta metav1.ObjectMeta `json:"metadata"`
 			}
 			if err := json.Unmarshal([]byte(podRaw), &meta); err != nil {
-				req.release()
-				return request{}, fmt.Errorf("decode Pod: %w", err)
+				req.Release()
+				return Args{}, fmt.Errorf("decode Pod: %w", err)
 			}
-			req.classify(&corev1.Pod{ObjectMeta: meta.ObjectMeta})
+			req.Pod = &corev1.Pod{ObjectMeta: meta.ObjectMeta}
 		}
 	}
 	return req, nil
@@ -238,12 +212,12 @@ var namesPool = sync.Pool{New: func() any {
 // maxPooledNames bounds the slices kept in namesPool.
 const maxPooledNames = 1 << 15
 
-// release returns the request's NodeNames slice to namesPool. Call it once
-// nothing refers to the names any more, that is after the answer is
-// written; the request must not be used after.
-func (req *request) release() {
-	p := req.names
-	req.names = nil
+// Release returns the Names slice to the pool. Call it once nothing refers
+// to the names any more, that is after the answer is written; the Args must
+// not be used after.
+func (req *Args) Release() {
+	p := req.Names
+	req.Names = nil
 	if p == nil || cap(*p) > maxPooledNames {
 		return
 	}

@@ -1,4 +1,4 @@
-package extender
+package codec
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package extender
+package codec
 
 import (
 	"bytes"
@@ -12,7 +12,9 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	"k8s.io/utils/ptr"
 
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement"
 )
 
@@ -71,26 +73,37 @@ func TestDecodeArgs(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := decodeArgs([]byte(tc.body))
+			got, err := DecodeArgs([]byte(tc.body))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
 			}
 			if err != nil {
 				return
 			}
-			if got.hasPod != tc.wantPod || (got.daemonPod != nil) != tc.wantDaemon || got.builtinDaemon != tc.wantApps {
-				t.Errorf("hasPod %v daemon %v apps daemon %v, want %v %v %v", got.hasPod, got.daemonPod != nil, got.builtinDaemon, tc.wantPod, tc.wantDaemon, tc.wantApps)
+			daemon, apps := kinds(got.Pod)
+			if got.HasPod != tc.wantPod || daemon != tc.wantDaemon || apps != tc.wantApps {
+				t.Errorf("hasPod %v daemon %v apps daemon %v, want %v %v %v", got.HasPod, daemon, apps, tc.wantPod, tc.wantDaemon, tc.wantApps)
 			}
-			if (got.names == nil) != (tc.wantNames == nil) || (got.names != nil && !slices.Equal(*got.names, tc.wantNames)) {
-				t.Errorf("names = %v, want %q", got.names, tc.wantNames)
+			if (got.Names == nil) != (tc.wantNames == nil) || (got.Names != nil && !slices.Equal(*got.Names, tc.wantNames)) {
+				t.Errorf("names = %v, want %q", got.Names, tc.wantNames)
 			}
 			checkAgainstEncodingJSON(t, []byte(tc.body))
 		})
 	}
 }
 
+// kinds says whether a decoded pod is an everynode daemon pod or a pod of a
+// built-in apps DaemonSet, the two kinds the extender reads.
+func kinds(pod *corev1.Pod) (daemon, apps bool) {
+	if pod == nil {
+		return false, false
+	}
+	daemon = placement.IsDaemonPod(pod)
+	return daemon, !daemon && placement.IsBuiltinDaemonPod(pod)
+}
+
 // readArgs is ExtenderArgs cut down to what the verbs read, as
-// encoding/json decodes it: the reference decodeArgs is held to. Of a pod,
+// encoding/json decodes it: the reference DecodeArgs is held to. Of a pod,
 // only the metadata is ever read (the rest is checked for syntax only).
 type readArgs struct {
 	Pod *struct {
@@ -100,50 +113,50 @@ type readArgs struct {
 	NodeNames *[]string
 }
 
-// checkAgainstEncodingJSON fails unless decodeArgs agrees with
+// checkAgainstEncodingJSON fails unless DecodeArgs agrees with
 // encoding/json on body. The one leniency allowed: an ordinary pod is not
 // decoded, so a type error inside it may pass where encoding/json fails.
 func checkAgainstEncodingJSON(t *testing.T, body []byte) {
 	t.Helper()
-	got, err := decodeArgs(body)
+	got, err := DecodeArgs(body)
+	daemon, apps := kinds(got.Pod)
 	var ref readArgs
 	refErr := json.Unmarshal(body, &ref)
 	if refErr != nil {
-		if err == nil && (!json.Valid(body) || got.daemonPod != nil || got.builtinDaemon) {
-			t.Fatalf("decodeArgs accepted %q, encoding/json: %v", body, refErr)
+		if err == nil && (!json.Valid(body) || daemon || apps) {
+			t.Fatalf("DecodeArgs accepted %q, encoding/json: %v", body, refErr)
 		}
 		return
 	}
 	if err != nil {
-		t.Fatalf("decodeArgs rejected %q (%v), encoding/json accepted it", body, err)
+		t.Fatalf("DecodeArgs rejected %q (%v), encoding/json accepted it", body, err)
 	}
-	if got.hasPod != (ref.Pod != nil) {
-		t.Fatalf("hasPod %v, encoding/json pod %v", got.hasPod, ref.Pod)
+	if got.HasPod != (ref.Pod != nil) {
+		t.Fatalf("hasPod %v, encoding/json pod %v", got.HasPod, ref.Pod)
 	}
 	var refPod *corev1.Pod
 	if ref.Pod != nil {
 		refPod = &corev1.Pod{ObjectMeta: ref.Pod.ObjectMeta}
 	}
-	if wantDaemon := refPod != nil && placement.IsDaemonPod(refPod); wantDaemon != (got.daemonPod != nil) {
-		t.Fatalf("daemon %v, encoding/json says %v", got.daemonPod != nil, wantDaemon)
+	if wantDaemon, wantApps := kinds(refPod); wantDaemon != daemon || wantApps != apps {
+		t.Fatalf("daemon %v, apps daemon %v; encoding/json says %v, %v", daemon, apps, wantDaemon, wantApps)
 	}
-	if wantApps := refPod != nil && !placement.IsDaemonPod(refPod) && placement.IsBuiltinDaemonPod(refPod); wantApps != got.builtinDaemon {
-		t.Fatalf("apps daemon %v, encoding/json says %v", got.builtinDaemon, wantApps)
+	if got.Pod != nil && !apiequality.Semantic.DeepEqual(got.Pod.ObjectMeta, refPod.ObjectMeta) {
+		t.Fatalf("pod metadata differs from encoding/json's")
 	}
-	if got.daemonPod != nil && !apiequality.Semantic.DeepEqual(got.daemonPod.ObjectMeta, refPod.ObjectMeta) {
-		t.Fatalf("daemon pod metadata differs from encoding/json's")
+	if (got.Names == nil) != (ref.NodeNames == nil) || (got.Names != nil && !slices.Equal(*got.Names, *ref.NodeNames)) {
+		t.Fatalf("names %v, encoding/json %v", got.Names, ref.NodeNames)
 	}
-	if (got.names == nil) != (ref.NodeNames == nil) || (got.names != nil && !slices.Equal(*got.names, *ref.NodeNames)) {
-		t.Fatalf("names %v, encoding/json %v", got.names, ref.NodeNames)
-	}
-	if !apiequality.Semantic.DeepEqual(got.nodes, ref.Nodes) {
+	if !apiequality.Semantic.DeepEqual(got.Nodes, ref.Nodes) {
 		t.Fatalf("nodes differ from encoding/json's")
 	}
 }
 
 // FuzzDecodeArgs holds the hand-written decoder to encoding/json.
 func FuzzDecodeArgs(f *testing.F) {
-	fuzzSeeds(f, false)
+	for _, seed := range seeds(f) {
+		f.Add(seed)
+	}
 	for _, s := range []string{
 		`{"Pod":{},"NodeNames":["n\u00e9","a\"b"]}`, `{"pod":{"METADATA":{"labels":{"everynode.io/daemon-pod":"true"}}}}`,
 		`{"x":[1,-2.5e+3,true,false,null],"Pod":{}}`, `{"Pod":{},"Pod":null}`, "{\"Pod\":{},\"NodeNames\":[\"\xc3\"]}",
@@ -161,7 +174,7 @@ func TestEncodeFilterResult(t *testing.T) {
 		"nil names":    {},
 		"names":        {NodeNames: &[]string{"a", "b"}, FailedNodes: map[string]string{"c": "why"}, FailedAndUnresolvableNodes: map[string]string{"c": "why"}},
 		"escaping":     {NodeNames: &[]string{"a\"b", "é", "\x01", "<&>", "\xff"}, Error: "bad\n"},
-		"nodes":        {Nodes: &corev1.NodeList{Items: []corev1.Node{*node("n0", nil)}}},
+		"nodes":        {Nodes: &corev1.NodeList{Items: []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n0", Labels: map[string]string{"a": "b"}}}}}},
 		"empty failed": {NodeNames: &[]string{"a"}, FailedNodes: map[string]string{}},
 	}
 	for name, res := range tests {
@@ -171,12 +184,12 @@ func TestEncodeFilterResult(t *testing.T) {
 	}
 }
 
-// checkEncodeFilterResult fails unless encodeFilterResult's output decodes
+// checkEncodeFilterResult fails unless EncodeFilterResult's output decodes
 // to what encoding/json's own output decodes to.
 func checkEncodeFilterResult(t *testing.T, res *extenderv1.ExtenderFilterResult) {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := encodeFilterResult(&buf, res, nameText{}); err != nil {
+	if err := EncodeFilterResult(&buf, res, NameText{}); err != nil {
 		t.Fatal(err)
 	}
 	var got, want extenderv1.ExtenderFilterResult
@@ -228,4 +241,43 @@ func TestHasSpecial(t *testing.T) {
 			}
 		}
 	}
+}
+
+// seeds are valid ExtenderArgs of every shape the scheduler sends (an
+// ordinary pod, an everynode daemon pod, a kube-proxy pod; node names or
+// whole nodes) plus near misses.
+func seeds(t testing.TB) [][]byte {
+	ordinary := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default", UID: "u1", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}},
+	}
+	daemon := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: "agent-x", Namespace: "ns", UID: "u2",
+		Labels:          map[string]string{everynodev1alpha1.LabelDaemonPod: everynodev1alpha1.LabelDaemonPodValue, "controller-revision-hash": "v1"},
+		Annotations:     map[string]string{everynodev1alpha1.AnnotationTargetNode: "n1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "everynode.io/v1alpha1", Kind: "DaemonSet", Name: "agent", UID: "s1", Controller: ptr.To(true)}},
+	}}
+	proxy := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: "kube-proxy-x", Namespace: "kube-system", UID: "u3",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "kube-proxy", UID: "s2", Controller: ptr.To(true)}},
+	}}
+	var out [][]byte
+	for _, pod := range []*corev1.Pod{ordinary, daemon, proxy} {
+		for _, args := range []extenderv1.ExtenderArgs{
+			{Pod: pod, NodeNames: &[]string{"n0", "n1", "n2", "n9"}},
+			{Pod: pod, Nodes: &corev1.NodeList{Items: []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}}},
+		} {
+			b, err := json.Marshal(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b)
+		}
+	}
+	for _, junk := range []string{``, `{}`, `null`, `[]`, `{"Pod":null}`, `{"Pod":{},"NodeNames":null}`,
+		`{"Pod":{"metadata":{"labels":{"everynode.io/daemon-pod":"true"}}},"NodeNames":["n1","n1"]}`,
+		`{"Pod":{"spec":{"containers":[{"resources":{"limits":{"cpu":"1x"}}}]}}}`, "{\"Pod\":{},\"NodeNames\":[\"\xff\"]}"} {
+		out = append(out, []byte(junk))
+	}
+	return out
 }
