@@ -53,14 +53,14 @@ func syncBench(tb testing.TB, n int, withPods bool) func() {
 	if err := f.setInf.GetIndexer().Update(f.set(ds)); err != nil {
 		tb.Fatal(err)
 	}
-	f.c.expectations.forget(key)
+	f.c.state.forget(key)
 	return func() {
 		if err := f.c.sync(f.ctx, key); err != nil {
 			tb.Fatal(err)
 		}
 		// The nop pod control never shows its pods: forget them, so every
 		// iteration creates all n again.
-		f.c.expectations.forget(key)
+		f.c.state.forget(key)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -27,6 +28,7 @@ import (
 	everynodescheme "everynode.io/everynode/client/clientset/versioned/scheme"
 	everynodeinformers "everynode.io/everynode/client/informers/externalversions/everynode/v1alpha1"
 	everynodelisters "everynode.io/everynode/client/listers/everynode/v1alpha1"
+	"everynode.io/everynode/controller/pacing"
 	"everynode.io/everynode/index"
 )
 
@@ -39,10 +41,6 @@ const (
 	// upstream: large enough to fill a big cluster quickly, small enough not
 	// to flood the API server when every create fails the same way.
 	BurstReplicas = 250
-
-	// slowStartInitialBatchSize is the first create batch; batches double
-	// after each one that fully succeeds (upstream SlowStartInitialBatchSize).
-	slowStartInitialBatchSize = 1
 
 	// Failed pods are recreated after a per-node backoff from 1s to 15m.
 	failedPodBackoffInitial = time.Second
@@ -71,12 +69,13 @@ type Config struct {
 	// Budget is set) while Run runs.
 	Recorder record.EventRecorder
 	// Budget, when set, is the client-side rate limit that KubeClient and
-	// Client draw on (package budget), and the controller spends it on pod
+	// Client draw on (pacing.Bucket), and the controller spends it on pod
 	// work first: a status write that only moves counts waits for a spare
-	// token (up to MaxStatusStaleness), and so does a Normal event (up to
-	// MaxEventDelay). Events then go through EventClient, which must not be
-	// rate limited itself: each takes its token from Budget.
-	Budget RequestBudget
+	// token (up to pacing.MaxStatusStaleness), and so does a Normal event
+	// (up to pacing.MaxEventDelay). Events then go through EventClient,
+	// which must not be rate limited itself: each takes its token from
+	// Budget.
+	Budget pacing.Budget
 	// EventClient writes events when Budget is set.
 	EventClient kubernetes.Interface
 	// Clock is optional, for tests.
@@ -106,26 +105,12 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// RequestBudget is the client-side rate limit the controller's requests
-// share, as package budget implements it.
-type RequestBudget interface {
-	// Spare reports whether a request could go now without delaying any
-	// that waits for a token.
-	Spare() bool
-	// Wait takes a token first come, first served.
-	Wait(ctx context.Context) error
-	// WaitSpare takes a spare token, waiting at most maxDelay for one
-	// before it queues as Wait does.
-	WaitSpare(ctx context.Context, maxDelay time.Duration) error
-}
-
 // Controller keeps every everynode DaemonSet's pods, revisions and status
 // in line with its spec. Make it with New and start it with Run.
 type Controller struct {
 	kubeClient  kubernetes.Interface
 	client      versioned.Interface
-	eventClient kubernetes.Interface
-	budget      RequestBudget // nil: requests take tokens in the order they come
+	eventClient kubernetes.Interface // nil: events go through kubeClient
 
 	setLister  everynodelisters.DaemonSetLister
 	setIndexer cache.Indexer
@@ -145,11 +130,11 @@ type Controller struct {
 	// (eventRecorders); none when the recorder was given.
 	broadcasters []record.EventBroadcaster
 
-	podControl    PodControl
-	expectations  *expectations
-	statusWrites  *statusWrites
-	slowStart     *slowStart
-	syncCosts     *syncCosts
+	podControl PodControl
+	// pacer decides when requests go out (package pacing); state is what
+	// the controller remembers of each set between syncs.
+	pacer         *pacing.Pacer
+	state         *setStates
 	failedBackoff *flowcontrol.Backoff
 	clock         clock.WithTicker
 	burstReplicas int
@@ -173,15 +158,13 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		burst = BurstReplicas
 	}
 	c := &Controller{
-		kubeClient:  cfg.KubeClient,
-		client:      cfg.Client,
-		eventClient: cfg.EventClient,
-		budget:      cfg.Budget,
-		setLister:   cfg.DaemonSets.Lister(),
-		setIndexer:  cfg.DaemonSets.Informer().GetIndexer(),
-		podIndexer:  cfg.Pods.Informer().GetIndexer(),
-		nodeLister:  cfg.Nodes.Lister(),
-		revIndexer:  cfg.Revisions.Informer().GetIndexer(),
+		kubeClient: cfg.KubeClient,
+		client:     cfg.Client,
+		setLister:  cfg.DaemonSets.Lister(),
+		setIndexer: cfg.DaemonSets.Informer().GetIndexer(),
+		podIndexer: cfg.Pods.Informer().GetIndexer(),
+		nodeLister: cfg.Nodes.Lister(),
+		revIndexer: cfg.Revisions.Informer().GetIndexer(),
 		synced: []cache.InformerSynced{
 			cfg.DaemonSets.Informer().HasSynced,
 			cfg.Pods.Informer().HasSynced,
@@ -196,18 +179,21 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name + "-nodes", MetricsProvider: queueMetrics{}, Clock: clk},
 		),
-		expectations: newExpectations(clk),
-		statusWrites: newStatusWrites(),
-		slowStart:    newSlowStart(clk),
-		syncCosts:    newSyncCosts(),
+		pacer: pacing.NewPacer(cfg.Budget, clk),
 		// "Fake" only means "with this clock": the real one in production.
 		failedBackoff: flowcontrol.NewFakeBackOff(failedPodBackoffInitial, failedPodBackoffMax, clk),
 		clock:         clk,
 		burstReplicas: burst,
 	}
+	c.state = newSetStates(clk, c.pacer)
+	if cfg.Budget != nil {
+		// Events take their tokens from the budget (pacing.EventSink), so
+		// their own client must not be rate limited.
+		c.eventClient = cfg.EventClient
+	}
 	c.recorder = cfg.Recorder
 	if c.recorder == nil {
-		c.recorder, c.broadcasters = eventRecorders(ctx)
+		c.recorder, c.broadcasters = pacing.EventRecorders(ctx, eventScheme(), corev1.EventSource{Component: Name})
 	}
 	c.podControl = realPodControl{client: cfg.KubeClient, recorder: c.recorder}
 	c.syncHandler = c.sync
@@ -245,9 +231,13 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return fmt.Errorf("everynode controller: workers must be at least 1, got %d", workers)
 	}
 	logger := klog.FromContext(ctx)
+	eventClient := c.kubeClient
+	if c.eventClient != nil {
+		eventClient = c.eventClient
+	}
 	for _, b := range c.broadcasters {
 		b.StartStructuredLogging(3)
-		b.StartRecordingToSink(c.eventSink(ctx))
+		b.StartRecordingToSink(c.pacer.EventSink(ctx, eventClient))
 		defer b.Shutdown()
 	}
 

@@ -179,7 +179,7 @@ func newFixture(t testing.TB) *fixture {
 	}
 	// Status writes are throttled in real time; TestStatusWrites tests
 	// that, the other tests see every write.
-	c.statusWrites.interval = 0
+	c.pacer.SetStatusInterval(0)
 	f.queue = &recordingQueue{TypedRateLimitingInterface: c.queue}
 	c.queue = f.queue
 	t.Cleanup(func() { c.queue.ShutDown(); c.nodeQueue.ShutDown() })

@@ -89,7 +89,7 @@ func (c *Controller) updateSet(logger klog.Logger, old, cur interface{}) {
 	if oldDS.UID != curDS.UID {
 		// Deleted and recreated between two events: the old set's pending
 		// pods are not the new one's.
-		c.expectations.forget(cache.MetaObjectToName(oldDS))
+		c.state.forget(cache.MetaObjectToName(oldDS))
 	}
 	logger.V(4).Info("Updating DaemonSet", "daemonset", klog.KObj(curDS))
 	c.enqueue(curDS)
@@ -103,7 +103,7 @@ func (c *Controller) deleteSet(logger klog.Logger, obj interface{}) {
 	logger.V(4).Info("Deleting DaemonSet", "daemonset", klog.KObj(ds))
 	// Its pods and revisions go with the garbage collector (owner
 	// references); only our own memory of it must go.
-	c.expectations.forget(cache.MetaObjectToName(ds))
+	c.state.forget(cache.MetaObjectToName(ds))
 	c.enqueue(ds)
 }
 
@@ -138,7 +138,7 @@ func (c *Controller) addPod(logger klog.Logger, obj interface{}) {
 	}
 	completed := false
 	if node, ok := placement.TargetNode(pod); ok {
-		completed = c.expectations.creationObserved(cache.MetaObjectToName(ds), node)
+		completed = c.state.creationObserved(cache.MetaObjectToName(ds), node)
 	}
 	logger.V(4).Info("Pod added", "pod", klog.KObj(pod), "daemonset", klog.KObj(ds))
 	c.enqueueForPod(ds, completed)
@@ -189,7 +189,7 @@ func (c *Controller) deletePod(logger klog.Logger, obj interface{}) {
 	if ds == nil {
 		return
 	}
-	completed := c.expectations.deletionObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(pod).String())
+	completed := c.state.deletionObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(pod).String())
 	logger.V(4).Info("Pod deleted", "pod", klog.KObj(pod), "daemonset", klog.KObj(ds))
 	c.enqueueForPod(ds, completed)
 }
@@ -217,4 +217,16 @@ func (c *Controller) deleteRevision(logger klog.Logger, obj interface{}) {
 		logger.V(4).Info("ControllerRevision deleted", "controllerRevision", klog.KObj(rev), "daemonset", klog.KObj(ds))
 		c.enqueue(ds)
 	}
+}
+
+// enqueueForPod queues ds for a pod event: at once when the event completed
+// the set's expectations, else after the set's pod-event delay, so that
+// the events of a busy set share one sync (pacing.PodEventDelayFactor).
+func (c *Controller) enqueueForPod(ds *everynodev1alpha1.DaemonSet, completedExpectations bool) {
+	key := cache.MetaObjectToName(ds)
+	if d := c.state.podEventDelay(key); d > 0 && !completedExpectations {
+		c.queue.AddAfter(key, d)
+		return
+	}
+	c.queue.Add(key)
 }

@@ -92,8 +92,8 @@ func TestPodHandlers(t *testing.T) {
 			f.add(ds)
 			pod := newPod(ds, "node-0", "h")
 			key := cache.MetaObjectToName(ds)
-			f.c.expectations.expectCreations(key, []string{"node-0"})
-			f.c.expectations.expectDeletions(key, []string{"default/" + pod.Name})
+			f.c.state.expectCreations(key, []string{"node-0"})
+			f.c.state.expectDeletions(key, []string{"default/" + pod.Name})
 
 			tc.event(f, ds, pod)
 			if got := f.queue.drain(); !reflect.DeepEqual(got, tc.wantQueued) {
@@ -106,7 +106,7 @@ func TestPodHandlers(t *testing.T) {
 			if !reflect.DeepEqual(delays, tc.wantDelayed) {
 				t.Errorf("delayed %v, want %v", delays, tc.wantDelayed)
 			}
-			creates, deletes := f.c.expectations.pending(key)
+			creates, deletes := f.c.state.pending(key)
 			if got := creates+deletes < 2; got != tc.wantObserved {
 				t.Errorf("an expectation observed = %v, want %v", got, tc.wantObserved)
 			}
@@ -118,16 +118,16 @@ func TestSetHandlers(t *testing.T) {
 	f := newFixture(t)
 	ds := newSet("agent")
 	key := cache.MetaObjectToName(ds)
-	f.c.expectations.expectCreations(key, []string{"a"})
+	f.c.state.expectCreations(key, []string{"a"})
 	recreated := ds.DeepCopy()
 	recreated.UID = "new"
 	f.c.updateSet(klogDiscard, ds, recreated)
-	if !f.c.expectations.satisfied(key) {
+	if !f.c.state.satisfied(key) {
 		t.Error("expectations of a replaced set kept")
 	}
-	f.c.expectations.expectCreations(key, []string{"a"})
+	f.c.state.expectCreations(key, []string{"a"})
 	f.c.deleteSet(klogDiscard, cache.DeletedFinalStateUnknown{Key: key.String(), Obj: ds})
-	if !f.c.expectations.satisfied(key) {
+	if !f.c.state.satisfied(key) {
 		t.Error("expectations of a deleted set kept")
 	}
 	if got := f.queue.drain(); !reflect.DeepEqual(got, []string{"default/agent"}) {
@@ -194,4 +194,39 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := New(context.Background(), Config{}); err == nil {
 		t.Error("New accepted an empty config")
 	}
+}
+
+// Pod events wait for the set's delay, except the one that completes what
+// a sync waits for.
+func TestPodEventsAreBatched(t *testing.T) {
+	f := newFixture(t)
+	ds := newSet("agent")
+	f.add(ds)
+	key := cache.MetaObjectToName(ds)
+	f.c.state.synced(key, 10*time.Millisecond)
+	f.c.state.expectCreations(key, []string{"node-0", "node-1"})
+
+	step := func(what string, event func(), wantQueued []string, wantDelayed []time.Duration) {
+		t.Helper()
+		event()
+		if got := f.queue.drain(); !reflect.DeepEqual(got, wantQueued) {
+			t.Errorf("%s: queued %v, want %v", what, got, wantQueued)
+		}
+		var delays []time.Duration
+		for _, d := range f.queue.takeDelayed() {
+			delays = append(delays, d.after)
+		}
+		if !reflect.DeepEqual(delays, wantDelayed) {
+			t.Errorf("%s: delayed %v, want %v", what, delays, wantDelayed)
+		}
+	}
+	p0, p1 := newPod(ds, "node-0", "h"), newPod(ds, "node-1", "h")
+	step("first of two expected creations", func() { f.c.addPod(klogDiscard, p0) }, nil, []time.Duration{200 * time.Millisecond})
+	step("status change", func() {
+		cur := p0.DeepCopy()
+		cur.ResourceVersion = "2"
+		f.c.updatePod(klogDiscard, p0, cur)
+	}, nil, []time.Duration{200 * time.Millisecond})
+	step("last expected creation", func() { f.c.addPod(klogDiscard, p1) }, []string{"default/agent"}, nil)
+	step("unexpected deletion", func() { f.c.deletePod(klogDiscard, p1) }, nil, []time.Duration{200 * time.Millisecond})
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/controller/pacing"
 	"everynode.io/everynode/placement"
 	"everynode.io/everynode/placement/revision"
 )
@@ -208,8 +209,8 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, r
 
 // updateStatus computes the status and writes it through the status
 // subresource if it changed: at once when the change is one a reader waits
-// for, otherwise at most every StatusWriteInterval (the sync is requeued
-// for the rest). A conflict is not retried here with a fresh GET, as
+// for, otherwise when the pacer allows (the sync is requeued for the
+// rest). A conflict is not retried here with a fresh GET, as
 // upstream does: the cache soon holds the newer set, and the requeued sync
 // writes over it.
 func (c *Controller) updateStatus(ctx context.Context, v *setView, cur *appsv1.ControllerRevision, old []*appsv1.ControllerRevision, observe bool) error {
@@ -229,8 +230,8 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, cur *appsv1.C
 	status, nextAvailable, atRest := computeStatus(v, pol, revisions, observe)
 	if atRest {
 		// Whatever creates the set needs next (a node joining, a new
-		// revision) starts a new wave: it starts at one pod (slowstart.go).
-		c.slowStart.reset(cache.MetaObjectToName(ds))
+		// revision) starts a new wave, at one pod.
+		c.state.startSlow(cache.MetaObjectToName(ds))
 	}
 	if !nextAvailable.IsZero() {
 		// Notice the pod turning available; the extra second absorbs clock
@@ -241,14 +242,10 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, cur *appsv1.C
 		return nil
 	}
 	if !urgentStatusChange(&ds.Status, &status) {
-		interval := c.statusWrites.interval
-		if c.budget != nil && !c.budget.Spare() {
-			interval = max(interval, MaxStatusStaleness)
-		}
-		if wait := c.statusWrites.wait(ds, v.now, interval); wait > 0 {
+		if wait := c.state.statusWriteDelay(ds, v.now); wait > 0 {
 			// Look again within the usual interval: the budget may have a
 			// spare token by then.
-			c.enqueueAfter(ds, min(wait, StatusWriteInterval))
+			c.enqueueAfter(ds, min(wait, pacing.StatusWriteInterval))
 			return nil
 		}
 	}
@@ -256,13 +253,13 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, cur *appsv1.C
 	toUpdate.Status = status
 	written, err := c.client.EverynodeV1alpha1().DaemonSets(ds.Namespace).UpdateStatus(ctx, toUpdate, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
-		c.statusWrites.conflicted(ds)
+		c.state.conflicted(ds)
 		return fmt.Errorf("update status of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, errStatusConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("update status of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
-	c.statusWrites.wrote(ds, written, v.now)
+	c.state.wrote(ds, written, v.now)
 	klog.FromContext(ctx).V(4).Info("Updated DaemonSet status", "daemonset", klog.KObj(ds),
 		"desired", status.DesiredNumberScheduled, "available", status.NumberAvailable, "updated", status.UpdatedNumberScheduled)
 	return nil

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/controller/pacing"
 )
 
 // setReady marks the set's pod on node Ready (or not) in the API server
@@ -38,7 +39,7 @@ func (f *fixture) setReady(ds *everynodev1alpha1.DaemonSet, node string, ready b
 // production, with a set whose pods on three nodes are not Ready yet.
 func newStatusFixture(t *testing.T) (*fixture, *everynodev1alpha1.DaemonSet) {
 	f := newFixture(t)
-	f.c.statusWrites.interval = StatusWriteInterval
+	f.c.pacer.SetStatusInterval(pacing.StatusWriteInterval)
 	addNodes(f, 3)
 	ds := newSet("agent")
 	hash := addSetWithRevision(f, ds)
@@ -49,7 +50,7 @@ func newStatusFixture(t *testing.T) (*fixture, *everynodev1alpha1.DaemonSet) {
 }
 
 // TestStatusWrites checks how status writes are spaced: counts alone at
-// most every StatusWriteInterval (the rest requeued), a condition changing
+// most every pacing.StatusWriteInterval (the rest requeued), a condition changing
 // at once; and that a sync right after a write compares with, and writes
 // over, what was written rather than the cache's older copy.
 func TestStatusWrites(t *testing.T) {
@@ -103,7 +104,7 @@ func TestStatusWrites(t *testing.T) {
 	}
 }
 
-// fakeBudget is a RequestBudget whose spareness the test sets.
+// fakeBudget is a pacing.Budget whose spareness the test sets.
 type fakeBudget struct {
 	spare bool
 	err   error
@@ -134,7 +135,8 @@ func (b *fakeBudget) WaitSpare(_ context.Context, maxDelay time.Duration) error 
 func TestStatusWritesYieldToPodWork(t *testing.T) {
 	f, ds := newStatusFixture(t)
 	b := &fakeBudget{}
-	f.c.budget = b
+	f.c.pacer = pacing.NewPacer(b, f.clock)
+	f.c.state.pacer = f.c.pacer
 	// The first write observes the generation: urgent, budget or not.
 	f.mustSync(ds)
 	if got := f.statusUpdates(); len(got) != 1 {
@@ -150,11 +152,11 @@ func TestStatusWritesYieldToPodWork(t *testing.T) {
 	if got := f.statusUpdates(); len(got) != 0 {
 		t.Errorf("counts-only change with no spare token wrote %d times, want 0", len(got))
 	}
-	if d := f.queue.takeDelayed(); len(d) != 1 || d[0].after != StatusWriteInterval {
-		t.Errorf("requeues = %v, want one after %s", d, StatusWriteInterval)
+	if d := f.queue.takeDelayed(); len(d) != 1 || d[0].after != pacing.StatusWriteInterval {
+		t.Errorf("requeues = %v, want one after %s", d, pacing.StatusWriteInterval)
 	}
 	// At the staleness bound the counts go out anyway.
-	f.clock.Step(MaxStatusStaleness - 2*time.Second)
+	f.clock.Step(pacing.MaxStatusStaleness - 2*time.Second)
 	f.mustSync(ds)
 	if got := f.statusUpdates(); len(got) != 1 || got[0].NumberReady != 1 {
 		t.Fatalf("at MaxStatusStaleness wrote %+v, want one status with 1 ready", got)
@@ -163,7 +165,7 @@ func TestStatusWritesYieldToPodWork(t *testing.T) {
 	// With a spare token, counts alone are spaced by the usual interval.
 	b.spare = true
 	f.queue.takeDelayed()
-	f.clock.Step(StatusWriteInterval)
+	f.clock.Step(pacing.StatusWriteInterval)
 	f.setReady(ds, "node-1", true)
 	f.mustSync(ds)
 	if got := f.statusUpdates(); len(got) != 1 || got[0].NumberReady != 2 {

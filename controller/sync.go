@@ -30,16 +30,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// Its pods and revisions carry owner references: the garbage
 		// collector removes them.
 		logger.V(3).Info("DaemonSet is gone")
-		c.expectations.forget(key)
-		c.statusWrites.forget(key)
-		c.slowStart.reset(key)
-		c.syncCosts.forget(key)
+		c.state.forget(key)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("get DaemonSet %s from cache: %w", key, err)
 	}
-	ds = c.statusWrites.freshest(ds)
+	ds = c.state.freshest(ds)
 	if sel := ds.Spec.Selector; sel == nil || (len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0) {
 		c.recorder.Event(ds, corev1.EventTypeWarning, ReasonSelectingAll, "This daemon set is selecting all pods. A non-empty selector is required.")
 		return nil
@@ -64,19 +61,19 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	// a satisfied check include every pod that satisfied it. Read the other
 	// way round, a creation observed in between would leave its pod out of
 	// the view and the sync would create a second pod on that node.
-	satisfied := c.expectations.satisfied(key)
+	satisfied := c.state.satisfied(key)
 	pods, err := c.podsOfSet(ds)
 	if err != nil {
 		return err
 	}
 	v := buildView(ds, nodes, pods, hash, c.clock.Now())
-	c.syncCosts.record(key, c.clock.Since(start))
+	c.state.synced(key, c.clock.Since(start))
 
 	if !satisfied {
 		// Earlier creations or deletions are not in the cache yet: acting
 		// now could double them. Report what is known, without claiming the
 		// current generation was acted on.
-		creates, deletes := c.expectations.pending(key)
+		creates, deletes := c.state.pending(key)
 		logger.V(4).Info("Waiting for earlier pod changes to show", "creates", creates, "deletes", deletes)
 		return c.updateStatus(ctx, v, cur, old, false)
 	}
@@ -103,7 +100,7 @@ func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.Object
 	// have not come yet, they trigger the next sync, which rolls on.
 	roll := v.strategy.RollingUpdate()
 	if roll && acted {
-		if roll = c.expectations.satisfied(key); roll {
+		if roll = c.state.satisfied(key); roll {
 			pods, err := c.podsOfSet(v.ds)
 			if err != nil {
 				return err

@@ -14,19 +14,6 @@ import (
 	"everynode.io/everynode/placement"
 )
 
-// slowStartBatches returns the sizes of the create batches for n pods:
-// 1, 2, 4, ... and whatever is left, as upstream's slow start. A batch is
-// sent only when every create of the previous one succeeded, so a set that
-// cannot create pods at all (quota, a webhook that rejects it) costs one
-// request per sync instead of hundreds, and one event instead of a storm.
-func slowStartBatches(n, initial int) []int {
-	var out []int
-	for size, pos := min(n, initial), 0; pos < n; size, pos = min(2*size, n-(pos+size)), pos+size {
-		out = append(out, size)
-	}
-	return out
-}
-
 // syncNodes deletes podsToDelete and creates a pod on each of
 // nodesToCreate, at most burstReplicas of each per sync. Expectations are
 // raised before any request, so events that race ahead of the requests
@@ -51,8 +38,8 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 	for i, pod := range podsToDelete {
 		deleteKeys[i] = cache.MetaObjectToName(pod).String()
 	}
-	c.expectations.expectCreations(key, nodesToCreate)
-	c.expectations.expectDeletions(key, deleteKeys)
+	c.state.expectCreations(key, nodesToCreate)
+	c.state.expectDeletions(key, deleteKeys)
 
 	var (
 		mu   sync.Mutex
@@ -68,7 +55,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 		logger.V(4).Info("Creating daemon pods", "daemonset", klog.KObj(ds), "count", len(nodesToCreate))
 	}
 	pos, largest := 0, 0
-	for _, size := range slowStartBatches(len(nodesToCreate), c.slowStart.initial(key)) {
+	for _, size := range c.state.createBatches(key, len(nodesToCreate)) {
 		failedBefore := len(errs)
 		var wg sync.WaitGroup
 		for _, node := range nodesToCreate[pos : pos+size] {
@@ -78,7 +65,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 					return
 				}
 				// Never going to be observed: stop waiting for it.
-				c.expectations.creationObserved(key, node)
+				c.state.creationObserved(key, node)
 				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 					// Every further create fails the same way; the namespace
 					// and the set with it are on their way out.
@@ -91,11 +78,11 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 		wg.Wait()
 		pos += size
 		if len(errs) > failedBefore {
-			c.slowStart.reset(key)
+			c.state.startSlow(key)
 			if skipped := nodesToCreate[pos:]; len(skipped) > 0 {
 				logger.V(2).Info("Slow-start failure: skipping the remaining creations", "daemonset", klog.KObj(ds), "skipped", len(skipped))
 				for _, node := range skipped {
-					c.expectations.creationObserved(key, node)
+					c.state.creationObserved(key, node)
 				}
 			}
 			break
@@ -103,7 +90,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 		largest = max(largest, size)
 	}
 	if largest > 0 && pos == len(nodesToCreate) && len(errs) == 0 {
-		c.slowStart.succeeded(key, largest, c.burstReplicas)
+		c.state.createsSucceeded(key, largest, c.burstReplicas)
 	}
 
 	if len(podsToDelete) > 0 {
@@ -116,7 +103,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 			if err == nil {
 				return
 			}
-			c.expectations.deletionObserved(key, deleteKeys[i])
+			c.state.deletionObserved(key, deleteKeys[i])
 			if apierrors.IsNotFound(err) {
 				return
 			}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,77 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	testingclock "k8s.io/utils/clock/testing"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
-
-func TestSlowStartBatches(t *testing.T) {
-	tests := map[string]struct {
-		n    int
-		want []int
-	}{
-		"none":  {0, nil},
-		"one":   {1, []int{1}},
-		"seven": {7, []int{1, 2, 4}},
-		"ten":   {10, []int{1, 2, 4, 3}},
-		"250":   {250, []int{1, 2, 4, 8, 16, 32, 64, 123}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := slowStartBatches(tc.n, 1); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("slowStartBatches(%d) = %v, want %v", tc.n, got, tc.want)
-			}
-		})
-	}
-}
-
-// TestSlowStartCarriesOverSyncs follows a rollout over many syncs of
-// BurstReplicas creates each, all succeeding: the slow start goes on
-// doubling from one sync to the next, so that from the third sync on each
-// sync's creates are one batch (one wait for the slowest create, not two).
-func TestSlowStartCarriesOverSyncs(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(time.Unix(0, 0))
-	s := newSlowStart(clk)
-	key := cache.ObjectName{Namespace: "ns", Name: "agent"}
-	var got [][]int
-	for range 4 {
-		batches := slowStartBatches(BurstReplicas, s.initial(key))
-		got = append(got, batches)
-		s.succeeded(key, slices.Max(batches), BurstReplicas)
-	}
-	want := [][]int{{1, 2, 4, 8, 16, 32, 64, 123}, {246, 4}, {250}, {250}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("batches per sync = %v, want %v", got, want)
-	}
-	// A small set doubles as well, and a failure starts it over.
-	s.reset(key)
-	s.succeeded(key, 2, BurstReplicas)
-	if got := s.initial(key); got != 4 {
-		t.Errorf("initial after a largest batch of 2 = %d, want 4", got)
-	}
-	s.reset(key)
-	if got := s.initial(key); got != 1 {
-		t.Errorf("initial after a reset = %d, want 1", got)
-	}
-	// What succeeded is remembered for slowStartMemory, not for ever: a
-	// node join long after the rollout starts over at one, as upstream.
-	s.succeeded(key, 125, BurstReplicas)
-	clk.SetTime(clk.Now().Add(slowStartMemory))
-	if got := s.initial(key); got != 250 {
-		t.Errorf("initial %s after a largest batch of 125 = %d, want 250", slowStartMemory, got)
-	}
-	clk.SetTime(clk.Now().Add(time.Millisecond))
-	if got := s.initial(key); got != 1 {
-		t.Errorf("initial %s after the last success = %d, want 1", slowStartMemory+time.Millisecond, got)
-	}
-	// And an expired memory does not raise the next sync's: batches of 1,
-	// 2 succeeding start the next sync at 4, not at the old 250.
-	s.succeeded(key, 2, BurstReplicas)
-	if got := s.initial(key); got != 4 {
-		t.Errorf("initial after an expired 250 and a largest batch of 2 = %d, want 4", got)
-	}
-}
 
 // TestSlowStartForgottenAtRest checks that the memory lasts while the set
 // is on its way, even past an update cycle, and ends once every node runs
@@ -101,14 +32,14 @@ func TestSlowStartForgottenAtRest(t *testing.T) {
 	// update cycle at 5,000 nodes) later it still starts at 4.
 	f.clock.Step(30 * time.Second)
 	f.mustSync(ds)
-	if got := f.c.slowStart.initial(key); got != 4 {
+	if got := f.c.state.slowStart(key); got != 4 {
 		t.Fatalf("initial while the pods are not ready = %d, want 4", got)
 	}
 
 	// Every pod available: at rest, and forgotten.
 	f.runPods()
 	f.mustSync(ds)
-	if got := f.c.slowStart.initial(key); got != 1 {
+	if got := f.c.state.slowStart(key); got != 1 {
 		t.Errorf("initial once every node runs an available pod = %d, want 1", got)
 	}
 	// So a joining node's pod goes out in a batch of one.
@@ -167,7 +98,7 @@ func TestSlowStart(t *testing.T) {
 			}
 			// Failed and skipped creations are not waited for; the created
 			// ones are, until the informer shows them.
-			creates, _ := f.c.expectations.pending(cache.MetaObjectToName(ds))
+			creates, _ := f.c.state.pending(cache.MetaObjectToName(ds))
 			if creates != tc.wantCreated {
 				t.Errorf("pending creations = %d, want %d", creates, tc.wantCreated)
 			}
@@ -175,7 +106,7 @@ func TestSlowStart(t *testing.T) {
 				t.Error("no FailedCreate event")
 			}
 			f.syncCaches()
-			if !f.c.expectations.satisfied(cache.MetaObjectToName(ds)) {
+			if !f.c.state.satisfied(cache.MetaObjectToName(ds)) {
 				t.Error("expectations not satisfied once the created pods are seen")
 			}
 		})
@@ -208,7 +139,7 @@ func TestExpectationsPreventDoubleCreate(t *testing.T) {
 	addSetWithRevision(f, other)
 	f.c.addPod(klogDiscard, newPod(other, "node-0", hash))
 	f.c.addPod(klogDiscard, newPod(ds, "node-99", hash))
-	if f.c.expectations.satisfied(key) {
+	if f.c.state.satisfied(key) {
 		t.Fatal("unrelated pods satisfied the expectations")
 	}
 
@@ -239,16 +170,16 @@ func TestExpectationsPreventDoubleCreate(t *testing.T) {
 func TestExpectations(t *testing.T) {
 	key := cache.NewObjectName(ns, "agent")
 	tests := map[string]struct {
-		do   func(e *expectations, step func(time.Duration))
+		do   func(e *setStates, step func(time.Duration))
 		want bool
 	}{
-		"nothing expected": {do: func(*expectations, func(time.Duration)) {}, want: true},
+		"nothing expected": {do: func(*setStates, func(time.Duration)) {}, want: true},
 		"creation pending": {
-			do:   func(e *expectations, _ func(time.Duration)) { e.expectCreations(key, []string{"a", "b"}) },
+			do:   func(e *setStates, _ func(time.Duration)) { e.expectCreations(key, []string{"a", "b"}) },
 			want: false,
 		},
 		"creations observed per node": {
-			do: func(e *expectations, _ func(time.Duration)) {
+			do: func(e *setStates, _ func(time.Duration)) {
 				e.expectCreations(key, []string{"a", "b"})
 				e.creationObserved(key, "a")
 				e.creationObserved(key, "a")
@@ -257,7 +188,7 @@ func TestExpectations(t *testing.T) {
 			want: true,
 		},
 		"the same node twice is not two nodes": {
-			do: func(e *expectations, _ func(time.Duration)) {
+			do: func(e *setStates, _ func(time.Duration)) {
 				e.expectCreations(key, []string{"a", "b"})
 				e.creationObserved(key, "a")
 				e.creationObserved(key, "a")
@@ -265,28 +196,28 @@ func TestExpectations(t *testing.T) {
 			want: false,
 		},
 		"deletion pending then observed": {
-			do: func(e *expectations, _ func(time.Duration)) {
+			do: func(e *setStates, _ func(time.Duration)) {
 				e.expectDeletions(key, []string{"default/p1"})
 				e.deletionObserved(key, "default/p1")
 			},
 			want: true,
 		},
 		"deletion of another pod does not count": {
-			do: func(e *expectations, _ func(time.Duration)) {
+			do: func(e *setStates, _ func(time.Duration)) {
 				e.expectDeletions(key, []string{"default/p1"})
 				e.deletionObserved(key, "default/p2")
 			},
 			want: false,
 		},
 		"expired after the TTL": {
-			do: func(e *expectations, step func(time.Duration)) {
+			do: func(e *setStates, step func(time.Duration)) {
 				e.expectCreations(key, []string{"a"})
 				step(expectationsTTL + time.Second)
 			},
 			want: true,
 		},
 		"forgotten with the set": {
-			do: func(e *expectations, _ func(time.Duration)) {
+			do: func(e *setStates, _ func(time.Duration)) {
 				e.expectCreations(key, []string{"a"})
 				e.forget(key)
 			},
@@ -296,7 +227,7 @@ func TestExpectations(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
-			e := newExpectations(f.clock)
+			e := newSetStates(f.clock, f.c.pacer)
 			tc.do(e, f.clock.Step)
 			if got := e.satisfied(key); got != tc.want {
 				t.Errorf("satisfied = %v, want %v", got, tc.want)
@@ -321,7 +252,7 @@ func TestDeletionExpectations(t *testing.T) {
 		t.Fatalf("deleted %v again before the first deletion was seen", got)
 	}
 	f.syncCaches()
-	if !f.c.expectations.satisfied(cache.MetaObjectToName(ds)) {
+	if !f.c.state.satisfied(cache.MetaObjectToName(ds)) {
 		t.Fatal("deletion seen but expectations not satisfied")
 	}
 }
@@ -406,7 +337,7 @@ func TestSyncSkips(t *testing.T) {
 			if !tc.notCached {
 				f.add(ds)
 			}
-			f.c.expectations.expectCreations(cache.MetaObjectToName(ds), []string{"x"})
+			f.c.state.expectCreations(cache.MetaObjectToName(ds), []string{"x"})
 			f.mustSync(ds)
 			if n := len(f.kube.Actions()) + len(f.client.Actions()); n != 0 {
 				t.Errorf("sync made %d API calls, want none: %v %v", n, f.kube.Actions(), f.client.Actions())
@@ -414,7 +345,7 @@ func TestSyncSkips(t *testing.T) {
 			if tc.wantEvent != "" && !hasEvent(f.events(), tc.wantEvent) {
 				t.Errorf("no %s event", tc.wantEvent)
 			}
-			if tc.notCached && !f.c.expectations.satisfied(cache.MetaObjectToName(ds)) {
+			if tc.notCached && !f.c.state.satisfied(cache.MetaObjectToName(ds)) {
 				t.Error("expectations of a deleted set kept")
 			}
 		})
@@ -525,7 +456,7 @@ func TestSlowStartRemembersSuccess(t *testing.T) {
 	addSetWithRevision(f, ds)
 	f.mustSync(ds) // batches 1, 2: all succeed
 	f.syncCaches()
-	if got := f.c.slowStart.initial(cache.MetaObjectToName(ds)); got != 4 {
+	if got := f.c.state.slowStart(cache.MetaObjectToName(ds)); got != 4 {
 		t.Fatalf("initial batch after creating 3 pods in batches 1, 2 = %d, want 4", got)
 	}
 

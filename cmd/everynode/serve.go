@@ -28,10 +28,10 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/budget"
 	"everynode.io/everynode/certs"
 	versioned "everynode.io/everynode/client/clientset/versioned"
 	everynodeinformers "everynode.io/everynode/client/informers/externalversions"
+	"everynode.io/everynode/controller/pacing"
 	"everynode.io/everynode/server"
 )
 
@@ -76,14 +76,14 @@ func addKlogFlags(cmd *cobra.Command) {
 // --kube-api-qps budget (the figure compared with upstream's), apart from
 // the informers' watches, the webhooks' dry runs and leader election.
 // Unlike kube-controller-manager's, that budget goes to pod work first
-// (package budget): events and count-only status writes take the tokens
-// the pod work leaves.
+// (pacing.Bucket): events and count-only status writes take the tokens the
+// pod work leaves.
 type clients struct {
 	config    *rest.Config
 	kube      kubernetes.Interface
 	everynode versioned.Interface
 
-	budget              *budget.Bucket
+	budget              *pacing.Bucket
 	controllerKube      kubernetes.Interface
 	controllerEverynode versioned.Interface
 	// controllerEvents is not rate limited itself: the controller takes
@@ -105,7 +105,7 @@ func newClients(o *serveOptions) (*clients, error) {
 		return nil, err
 	}
 	// Three clientsets, one token bucket.
-	if c.budget, err = budget.New(o.kubeAPIQPS, o.kubeAPIBurst); err != nil {
+	if c.budget, err = pacing.NewBucket(o.kubeAPIQPS, o.kubeAPIBurst); err != nil {
 		return nil, err
 	}
 	controllerConfig := rest.CopyConfig(config)

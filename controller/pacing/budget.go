@@ -1,22 +1,4 @@
-// Package budget is the controller's client-side request budget: one token
-// bucket (--kube-api-qps, --kube-api-burst), as kube-controller-manager
-// gives each of its controllers, drawn on by two kinds of request.
-//
-// Pod work (creates, deletes, ControllerRevisions, status a reader waits
-// for) takes tokens first come, first served, exactly as client-go's token
-// bucket does. Bookkeeping that can wait (Normal events, status writes that
-// only move counts) takes a token only when one is spare: when the bucket
-// is full, which it is only once the pod work has left it alone long enough
-// to refill (burst/QPS, 2 s at the defaults).
-//
-// At a given QPS, a phase of pod work ends when its last request gets a
-// token. Upstream's controller interleaves its events and status writes
-// with its pod requests, so each of them pushes that last request back by
-// 1/QPS: in the benchmark's 1,000-node rollout 29 of the 1,029 requests
-// before the last create were bookkeeping (25 events), 0.6 s at QPS 50.
-// Ordering the same requests by what users wait on spends no more of the
-// budget; it only stops bookkeeping from going first.
-package budget
+package pacing
 
 import (
 	"context"
@@ -35,7 +17,15 @@ import (
 // extra delay short once the bucket refills.
 const pollInterval = 100 * time.Millisecond
 
-// Bucket is a token bucket with two ways to take a token. It implements
+// Bucket is the controller's client-side request budget: one token bucket
+// (--kube-api-qps, --kube-api-burst), as kube-controller-manager gives each
+// of its controllers, with two ways to take a token. Pod work (creates,
+// deletes, ControllerRevisions, status a reader waits for) takes tokens
+// first come, first served, exactly as client-go's token bucket does
+// (Wait). Bookkeeping that can wait (Normal events, status writes that only
+// move counts) takes a token only when one is spare (WaitSpare): when the
+// bucket is full, which it is only once the pod work has left it alone long
+// enough to refill (burst/QPS, 2 s at the defaults). It implements
 // flowcontrol.RateLimiter (the first-come way), so it can be a rest.Config's
 // RateLimiter, shared by every client of the controller.
 type Bucket struct {
@@ -57,8 +47,8 @@ type Bucket struct {
 
 var _ flowcontrol.RateLimiter = (*Bucket)(nil)
 
-// New returns a full bucket of burst tokens refilled at qps a second.
-func New(qps float32, burst int) (*Bucket, error) {
+// NewBucket returns a full bucket of burst tokens refilled at qps a second.
+func NewBucket(qps float32, burst int) (*Bucket, error) {
 	return newBucket(qps, burst, clock.RealClock{})
 }
 

@@ -1,4 +1,4 @@
-package budget
+package pacing
 
 import (
 	"context"
@@ -28,8 +28,8 @@ func TestNewRejectsAnEmptyBudget(t *testing.T) {
 		"zero burst":   {10, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := New(tc.qps, tc.burst); err == nil {
-				t.Errorf("New(%v, %d) succeeded, want an error", tc.qps, tc.burst)
+			if _, err := NewBucket(tc.qps, tc.burst); err == nil {
+				t.Errorf("NewBucket(%v, %d) succeeded, want an error", tc.qps, tc.burst)
 			}
 		})
 	}

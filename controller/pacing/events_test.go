@@ -1,4 +1,4 @@
-package controller
+package pacing
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -28,8 +29,8 @@ func (s *recordingSink) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) 
 // had (the controller stopping) is not made.
 func TestBudgetedSink(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	normal := &corev1.Event{Type: corev1.EventTypeNormal, Reason: ReasonSuccessfulCreate, LastTimestamp: metav1.NewTime(clk.Now())}
-	warning := &corev1.Event{Type: corev1.EventTypeWarning, Reason: ReasonFailedCreate}
+	normal := &corev1.Event{Type: corev1.EventTypeNormal, Reason: "SuccessfulCreate", LastTimestamp: metav1.NewTime(clk.Now())}
+	warning := &corev1.Event{Type: corev1.EventTypeWarning, Reason: "FailedCreate"}
 	b := &fakeBudget{}
 	inner := &recordingSink{}
 	s := budgetedSink{ctx: context.Background(), budget: b, sink: inner, clock: clk}
@@ -106,15 +107,15 @@ func (s heldSink) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) { retu
 func TestWarningsDoNotWaitBehindNormalEvents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	recorder, broadcasters := eventRecorders(ctx)
+	recorder, broadcasters := EventRecorders(ctx, kubescheme.Scheme, corev1.EventSource{Component: "test"})
 	sink := heldSink{release: make(chan struct{}), sent: make(chan *corev1.Event, 2)}
 	for _, b := range broadcasters {
 		b.StartRecordingToSink(sink)
 		defer b.Shutdown()
 	}
-	ds := newSet("fluentd")
-	recorder.Event(ds, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: fluentd-a")
-	recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %s", "quota")
+	ds := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fluentd"}}
+	recorder.Event(ds, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: fluentd-a")
+	recorder.Eventf(ds, corev1.EventTypeWarning, "FailedCreate", "Error creating: %s", "quota")
 
 	// Not a timing: a minute only bounds how long a broken router hangs.
 	select {
@@ -129,4 +130,27 @@ func TestWarningsDoNotWaitBehindNormalEvents(t *testing.T) {
 	if e := <-sink.sent; e.Type != corev1.EventTypeNormal {
 		t.Errorf("second event written: %s %s, want the Normal one", e.Type, e.Reason)
 	}
+}
+
+// fakeBudget is a Budget whose spareness the test sets.
+type fakeBudget struct {
+	spare bool
+	err   error
+	// waits and spareWaits count the tokens taken each way; maxDelays
+	// are the WaitSpare arguments.
+	waits, spareWaits int
+	maxDelays         []time.Duration
+}
+
+func (b *fakeBudget) Spare() bool { return b.spare }
+
+func (b *fakeBudget) Wait(context.Context) error {
+	b.waits++
+	return b.err
+}
+
+func (b *fakeBudget) WaitSpare(_ context.Context, maxDelay time.Duration) error {
+	b.spareWaits++
+	b.maxDelays = append(b.maxDelays, maxDelay)
+	return b.err
 }

@@ -1,0 +1,130 @@
+package pacing
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Budget is the client-side rate limit the controller's requests share, as
+// Bucket implements it.
+type Budget interface {
+	// Spare reports whether a request could go now without delaying any
+	// that waits for a token.
+	Spare() bool
+	// Wait takes a token first come, first served.
+	Wait(ctx context.Context) error
+	// WaitSpare takes a spare token, waiting at most maxDelay for one
+	// before it queues as Wait does.
+	WaitSpare(ctx context.Context, maxDelay time.Duration) error
+}
+
+const (
+	// StatusWriteInterval is how often, at most, a set's status is written
+	// when only its counts move. During a rollout every pod that turns
+	// ready changes a count; writing each one would spend the client's QPS,
+	// shared with pod creations, on figures nobody reads at that rate.
+	// Changes a reader waits for (a new generation observed, a revision, a
+	// condition's status) are written at once.
+	StatusWriteInterval = time.Second
+
+	// MaxStatusStaleness is how long counts may go unwritten while the
+	// budget has no spare token: pod requests are then queued for the
+	// client's QPS, and every status write would push the last of them
+	// back by a token. Upstream writes after every sync, and its syncs wait
+	// on their API calls, so under load it too writes every few seconds.
+	MaxStatusStaleness = 10 * time.Second
+
+	// PodEventDelayFactor times the cost of a set's last snapshot is how
+	// long a pod event waits before it syncs the set, at most
+	// MaxPodEventDelay. A set with a pod on every node gets several events
+	// per pod during a rollout (created, bound, ready, deleting, deleted);
+	// syncing on each would run a full O(nodes + pods) sync per event, so
+	// syncs driven by pod churn are held to a bounded share of a core. The
+	// Job controller batches its pod events the same way, with a fixed
+	// second.
+	PodEventDelayFactor = 20
+	MaxPodEventDelay    = 500 * time.Millisecond
+)
+
+// Set is what the Pacer remembers of one DaemonSet. Its zero value is a set
+// never seen. The controller keeps it with the set's other state and
+// guards it with the same lock; a Pacer's methods never lock.
+type Set struct {
+	slowStart slowStart
+	// syncCost is how long the set's last sync took to build its snapshot:
+	// the part of a sync that grows with the cluster.
+	syncCost time.Duration
+	// lastStatusWrite is when the set's status was last written.
+	lastStatusWrite time.Time
+}
+
+// Pacer paces one controller's requests. Build it with NewPacer.
+type Pacer struct {
+	budget Budget // nil: requests take tokens in the order they come
+	clock  clock.PassiveClock
+	// statusInterval is StatusWriteInterval; tests of other things set 0.
+	statusInterval time.Duration
+}
+
+// NewPacer returns a Pacer drawing on budget (nil for none) and telling
+// time by clk.
+func NewPacer(budget Budget, clk clock.PassiveClock) *Pacer {
+	return &Pacer{budget: budget, clock: clk, statusInterval: StatusWriteInterval}
+}
+
+// SetStatusInterval replaces StatusWriteInterval, for tests that want every
+// status change written at once.
+func (p *Pacer) SetStatusInterval(d time.Duration) { p.statusInterval = d }
+
+// Batches returns the create batches for n pods of s (Batches, from where
+// its slow start had got to).
+func (p *Pacer) Batches(s *Set, n int) []int {
+	return Batches(n, max(InitialBatchSize, s.slowStart.current(p.clock.Now())))
+}
+
+// CreatesSucceeded records a sync whose creates all succeeded, the largest
+// batch being n: the set's next sync, if it comes within SlowStartMemory,
+// starts at 2n, at most limit (the creates one sync may send).
+func (p *Pacer) CreatesSucceeded(s *Set, n, limit int) {
+	now := p.clock.Now()
+	s.slowStart = slowStart{size: max(min(2*n, limit), s.slowStart.current(now)), at: now}
+}
+
+// StartSlow sends s back to batches of one: after a failed create, or once
+// the set is at rest.
+func (p *Pacer) StartSlow(s *Set) { s.slowStart = slowStart{} }
+
+// SlowStart is the first batch size of s's next creates, for tests and logs.
+func (p *Pacer) SlowStart(s *Set) int {
+	return max(InitialBatchSize, s.slowStart.current(p.clock.Now()))
+}
+
+// Synced records how long s's snapshot took to build.
+func (p *Pacer) Synced(s *Set, cost time.Duration) { s.syncCost = cost }
+
+// PodEventDelay is how long a pod event of s waits before it syncs the set.
+// Node and set events, and the pod event that completes what a sync waits
+// for, are never delayed: they are what a rollout or a joining node waits
+// on.
+func (p *Pacer) PodEventDelay(s *Set) time.Duration {
+	return min(MaxPodEventDelay, PodEventDelayFactor*s.syncCost)
+}
+
+// StatusWriteDelay is how long a status write of s that only moves counts
+// must still wait, 0 if it may go now: StatusWriteInterval after the last
+// write, or MaxStatusStaleness while the budget has no spare token.
+func (p *Pacer) StatusWriteDelay(s *Set, now time.Time) time.Duration {
+	if s.lastStatusWrite.IsZero() {
+		return 0
+	}
+	interval := p.statusInterval
+	if p.budget != nil && !p.budget.Spare() {
+		interval = max(interval, MaxStatusStaleness)
+	}
+	return max(0, interval-now.Sub(s.lastStatusWrite))
+}
+
+// StatusWritten records a status write of s at at.
+func (p *Pacer) StatusWritten(s *Set, at time.Time) { s.lastStatusWrite = at }

@@ -1,0 +1,174 @@
+package controller
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/controller/pacing"
+)
+
+// setState is everything the controller remembers about one set between
+// syncs: the pod changes it waits to see, its last status write, and its
+// pacing. The informer caches hold everything else.
+type setState struct {
+	expected expectations
+	written  statusWrite
+	pace     pacing.Set
+}
+
+// setStates holds the setState of every set under one lock, and forgets a
+// set's in one step when the set goes. Its methods are what the sync, the
+// event handlers and the pod requests ask of that memory.
+type setStates struct {
+	clock clock.PassiveClock
+	pacer *pacing.Pacer
+
+	mu sync.Mutex
+	m  map[cache.ObjectName]*setState
+}
+
+func newSetStates(clk clock.PassiveClock, pacer *pacing.Pacer) *setStates {
+	return &setStates{clock: clk, pacer: pacer, m: make(map[cache.ObjectName]*setState)}
+}
+
+// entry returns the set's state, made on first use. The caller holds mu.
+func (s *setStates) entry(key cache.ObjectName) *setState {
+	st := s.m[key]
+	if st == nil {
+		st = &setState{}
+		s.m[key] = st
+	}
+	return st
+}
+
+// with runs fn on the set's state under the lock.
+func (s *setStates) with(key cache.ObjectName, fn func(*setState)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s.entry(key))
+}
+
+// forget drops everything remembered of a set: it was deleted, or replaced
+// by another of the same name, whose pods and pacing start afresh.
+func (s *setStates) forget(key cache.ObjectName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, key)
+}
+
+// Expectations (expectations.go).
+
+// expectCreations records that a pod is being created for each node.
+func (s *setStates) expectCreations(key cache.ObjectName, nodes []string) {
+	if len(nodes) > 0 {
+		s.with(key, func(st *setState) { st.expected.expect(&st.expected.creates, nodes, s.clock.Now()) })
+	}
+}
+
+// expectDeletions records that each pod (namespace/name) is being deleted.
+func (s *setStates) expectDeletions(key cache.ObjectName, podKeys []string) {
+	if len(podKeys) > 0 {
+		s.with(key, func(st *setState) { st.expected.expect(&st.expected.deletes, podKeys, s.clock.Now()) })
+	}
+}
+
+// creationObserved marks the creation for node as seen (or as never going
+// to be seen, after a failed create). completed reports whether it was the
+// last thing the set waited for.
+func (s *setStates) creationObserved(key cache.ObjectName, node string) (completed bool) {
+	s.with(key, func(st *setState) { completed = st.expected.observed(st.expected.creates, node) })
+	return completed
+}
+
+// deletionObserved marks the deletion of a pod as seen. completed reports
+// whether it was the last thing the set waited for.
+func (s *setStates) deletionObserved(key cache.ObjectName, podKey string) (completed bool) {
+	s.with(key, func(st *setState) { completed = st.expected.observed(st.expected.deletes, podKey) })
+	return completed
+}
+
+// satisfied reports whether the set waits for no pod change.
+func (s *setStates) satisfied(key cache.ObjectName) (ok bool) {
+	s.with(key, func(st *setState) { ok = st.expected.satisfied(s.clock.Now()) })
+	return ok
+}
+
+// pending returns how many creations and deletions the set waits for.
+func (s *setStates) pending(key cache.ObjectName) (creates, deletes int) {
+	s.with(key, func(st *setState) { creates, deletes = len(st.expected.creates), len(st.expected.deletes) })
+	return creates, deletes
+}
+
+// Status writes (statuswrites.go).
+
+// freshest returns the newer of ds (from the cache) and the set as the last
+// status write left it.
+func (s *setStates) freshest(ds *everynodev1alpha1.DaemonSet) (out *everynodev1alpha1.DaemonSet) {
+	s.with(cache.MetaObjectToName(ds), func(st *setState) { out = st.written.freshest(ds) })
+	return out
+}
+
+// statusWriteDelay is how long a write of counts alone must still wait.
+func (s *setStates) statusWriteDelay(ds *everynodev1alpha1.DaemonSet, now time.Time) (d time.Duration) {
+	s.with(cache.MetaObjectToName(ds), func(st *setState) {
+		if st.written.uid == ds.UID {
+			d = s.pacer.StatusWriteDelay(&st.pace, now)
+		}
+	})
+	return d
+}
+
+// wrote records a status write over ds (as the sync read it) that returned
+// written.
+func (s *setStates) wrote(ds, written *everynodev1alpha1.DaemonSet, at time.Time) {
+	s.with(cache.MetaObjectToName(ds), func(st *setState) {
+		st.written.wrote(ds, written)
+		s.pacer.StatusWritten(&st.pace, at)
+	})
+}
+
+// conflicted drops the written copy of a set whose write over it was
+// refused.
+func (s *setStates) conflicted(ds *everynodev1alpha1.DaemonSet) {
+	s.with(cache.MetaObjectToName(ds), func(st *setState) { st.written.conflicted() })
+}
+
+// Pacing (package pacing).
+
+// createBatches returns the batches in which to send n creates of the set.
+func (s *setStates) createBatches(key cache.ObjectName, n int) (batches []int) {
+	s.with(key, func(st *setState) { batches = s.pacer.Batches(&st.pace, n) })
+	return batches
+}
+
+// createsSucceeded records a sync whose creates all succeeded, the largest
+// batch being n of at most limit.
+func (s *setStates) createsSucceeded(key cache.ObjectName, n, limit int) {
+	s.with(key, func(st *setState) { s.pacer.CreatesSucceeded(&st.pace, n, limit) })
+}
+
+// startSlow sends the set's next creates back to a batch of one.
+func (s *setStates) startSlow(key cache.ObjectName) {
+	s.with(key, func(st *setState) { s.pacer.StartSlow(&st.pace) })
+}
+
+// slowStart is the first batch size of the set's next creates.
+func (s *setStates) slowStart(key cache.ObjectName) (n int) {
+	s.with(key, func(st *setState) { n = s.pacer.SlowStart(&st.pace) })
+	return n
+}
+
+// synced records how long the set's snapshot took to build.
+func (s *setStates) synced(key cache.ObjectName, cost time.Duration) {
+	s.with(key, func(st *setState) { s.pacer.Synced(&st.pace, cost) })
+}
+
+// podEventDelay is how long a pod event of the set waits to sync it.
+func (s *setStates) podEventDelay(key cache.ObjectName) (d time.Duration) {
+	s.with(key, func(st *setState) { d = s.pacer.PodEventDelay(&st.pace) })
+	return d
+}

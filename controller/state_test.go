@@ -1,0 +1,43 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+)
+
+// One forget drops all a set's memory: a set created again under the same
+// name starts with nothing pending, no written copy and no carried-over
+// slow start or sync cost.
+func TestSetStatesForgetAll(t *testing.T) {
+	f := newFixture(t)
+	ds := newSet("agent")
+	key := cache.MetaObjectToName(ds)
+	s := f.c.state
+
+	s.expectCreations(key, []string{"node-0"})
+	s.expectDeletions(key, []string{"default/agent-x"})
+	written := ds.DeepCopy()
+	written.ResourceVersion = "2"
+	s.wrote(ds, written, f.clock.Now())
+	s.createsSucceeded(key, 8, BurstReplicas)
+	s.synced(key, 10*time.Millisecond)
+	if s.satisfied(key) || s.freshest(ds) != written || s.slowStart(key) != 16 || s.podEventDelay(key) == 0 {
+		t.Fatal("the set's state was not recorded")
+	}
+
+	s.forget(key)
+	if c, d := s.pending(key); c != 0 || d != 0 {
+		t.Errorf("pending after forget: %d creates, %d deletes", c, d)
+	}
+	if s.freshest(ds) != ds {
+		t.Error("the written copy survived forget")
+	}
+	if got := s.slowStart(key); got != 1 {
+		t.Errorf("slow start after forget = %d, want 1", got)
+	}
+	if got := s.podEventDelay(key); got != 0 {
+		t.Errorf("pod event delay after forget = %v, want 0", got)
+	}
+}
