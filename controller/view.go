@@ -14,10 +14,11 @@ import (
 const reasonNodeGone = "node no longer exists"
 
 // daemonPod is one pod of the set with what every step of a sync asks
-// about it read once: at 5,000 nodes a sync asks manage's, the rolling
-// update's and the status's questions of each pod, and the label-map
-// lookups and condition scans behind them were a third of its time. The
-// embedded pod is the informer's object: read it, never modify it.
+// about it read once: manage, the rolling update and the status each ask
+// about every pod, and re-reading its labels and scanning its conditions
+// for each question would cost more than the questions themselves (see
+// BenchmarkSync). The embedded pod is the informer's object: read it,
+// never modify it.
 type daemonPod struct {
 	*corev1.Pod
 	// hash is the pod's controller-revision-hash label.

@@ -336,8 +336,8 @@ func (g *gateCache) setNode(node, key string, gated bool) bool {
 }
 
 // publish replaces the snapshot with a copy of reasons. The copy is
-// proportional to the gated nodes (under a millisecond for 5,000 on a slow
-// machine, see BenchmarkGatePublish) and happens on informer events only,
+// proportional to the gated nodes (BenchmarkGatePublish) and happens on
+// informer events only,
 // far less often than filter calls, which then need no lock at all.
 func (g *gateCache) publish() {
 	gatedNodes.Set(float64(len(g.reasons)))

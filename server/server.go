@@ -119,8 +119,7 @@ func New(cfg Config) (*Server, error) {
 // calls are in flight at once, each call beyond them opens a new TLS
 // connection, and the connections beyond 25 are closed again once
 // answered. Calls in flight are the create rate times the admission
-// latency, so a loaded API server gets there in bursts (in a 1,000-node
-// rollout at 50 creates a second, 91 new connections for 1,000 calls).
+// latency, so a loaded API server gets there in bursts during a rollout.
 // Over HTTP/2 all calls share one connection. Go's HTTP/2 server (at most
 // 250 streams a connection, its default) carries the mitigations for the
 // rapid-reset attacks (CVE-2023-44487) that made many webhooks turn

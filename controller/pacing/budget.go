@@ -35,8 +35,7 @@ type Bucket struct {
 	// burst is the bucket's size. A token is spare only when the bucket is
 	// full: any level below would let bookkeeping in while a rollout is
 	// still drawing the bucket down from full, and every token it takes
-	// then is one the rollout's last request waits for (in a 1,000-node
-	// rollout, a half-full threshold let 12 of its 25 events go first).
+	// then is one the rollout's last request waits for.
 	burst float64
 	// mu makes a deferred request's check and take one step, so two of them
 	// cannot both see the same spare token.
