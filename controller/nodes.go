@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -25,16 +24,6 @@ func (c *Controller) addNode(logger klog.Logger, obj interface{}) {
 	c.nodeQueue.Add(node.Name)
 }
 
-// eligibilityChanged reports whether a node update can change whether a
-// set runs there: its labels (nodeSelector, affinity), taints, or the
-// unschedulable flag. Heartbeats and status churn, the bulk of node
-// updates, are none of these.
-func eligibilityChanged(old, cur *corev1.Node) bool {
-	return old.Spec.Unschedulable != cur.Spec.Unschedulable ||
-		!apiequality.Semantic.DeepEqual(old.Labels, cur.Labels) ||
-		!apiequality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints)
-}
-
 // nodeReady reports whether the node's Ready condition is True.
 func nodeReady(node *corev1.Node) bool {
 	for i := range node.Status.Conditions {
@@ -51,7 +40,7 @@ func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
 	if !ok1 || !ok2 {
 		return
 	}
-	if eligibilityChanged(oldNode, curNode) {
+	if placement.NodeChangeMatters(oldNode, curNode) {
 		logger.V(4).Info("Queuing node update", "node", klog.KObj(curNode))
 		c.nodeQueue.Add(curNode.Name)
 	}

@@ -23,10 +23,12 @@ func TestNodeUpdateFilter(t *testing.T) {
 		"allocatable changed": {
 			change: func(n *corev1.Node) { n.Status.Allocatable = corev1.ResourceList{corev1.ResourcePods: {}} },
 		},
-		"label added":    {change: label("pool", "x"), wantNodeQueue: true},
-		"taint added":    {change: taint("t", corev1.TaintEffectNoSchedule), wantNodeQueue: true},
-		"cordoned":       {change: func(n *corev1.Node) { n.Spec.Unschedulable = true }, wantNodeQueue: true},
-		"turns NotReady": {change: func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }, wantSet: true},
+		"label added": {change: label("pool", "x"), wantNodeQueue: true},
+		"taint added": {change: taint("t", corev1.TaintEffectNoSchedule), wantNodeQueue: true},
+		// Eligibility reads the unschedulable taint that follows a cordon,
+		// not spec.unschedulable.
+		"cordoned":          {change: func(n *corev1.Node) { n.Spec.Unschedulable = true }},
+		"turns NotReady":    {change: func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }, wantSet: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // PodControl creates and deletes daemon pods. It is a seam for tests and
@@ -31,7 +32,7 @@ type realPodControl struct {
 }
 
 func (r realPodControl) CreatePod(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod) error {
-	node := pod.Annotations[everynodev1alpha1.AnnotationTargetNode]
+	node, _ := placement.TargetNode(pod)
 	created, err := r.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		podsCreated.WithLabelValues(resultLabel(err)).Inc()

@@ -143,7 +143,7 @@ func (e *Extender) nodeHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			oldNode, ok1 := oldObj.(*corev1.Node)
 			newNode, ok2 := newObj.(*corev1.Node)
-			if ok1 && ok2 && !eligibilityInputsChanged(oldNode, newNode) {
+			if ok1 && ok2 && !placement.NodeChangeMatters(oldNode, newNode) {
 				return
 			}
 			sync(newObj)
@@ -192,24 +192,4 @@ func gatePair(obj interface{}) (setKey, node string, ok bool) {
 	}
 	node, ok = placement.TargetNode(pod)
 	return index.SetKey(pod.Namespace, ref.Name), node, ok
-}
-
-// eligibilityInputsChanged reports whether a node update can change
-// placement.Eligibility's answer: it reads only the name, labels and taints.
-func eligibilityInputsChanged(oldNode, newNode *corev1.Node) bool {
-	if oldNode.Name != newNode.Name || len(oldNode.Labels) != len(newNode.Labels) ||
-		len(oldNode.Spec.Taints) != len(newNode.Spec.Taints) {
-		return true
-	}
-	for k, v := range newNode.Labels {
-		if ov, ok := oldNode.Labels[k]; !ok || ov != v {
-			return true
-		}
-	}
-	for i := range newNode.Spec.Taints {
-		if !oldNode.Spec.Taints[i].MatchTaint(&newNode.Spec.Taints[i]) || oldNode.Spec.Taints[i].Value != newNode.Spec.Taints[i].Value {
-			return true
-		}
-	}
-	return false
 }

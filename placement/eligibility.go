@@ -99,3 +99,27 @@ func NodeShouldRunDaemonPod(node *corev1.Node, ds *everynodev1alpha1.DaemonSet) 
 	d := NewEligibility(ds).ForNode(node)
 	return d.ShouldRun, d.ShouldContinueRunning
 }
+
+// NodeChangeMatters reports whether a node update can change any set's
+// Eligibility answer for the node. Eligibility reads the node's name,
+// labels and taints (key, value and effect), nothing else: heartbeats and
+// status churn, the bulk of node updates, and a cordon's spec.unschedulable
+// on its own (the node.kubernetes.io/unschedulable taint that follows it is
+// what counts, and daemons tolerate it) change nothing.
+func NodeChangeMatters(old, cur *corev1.Node) bool {
+	if old.Name != cur.Name || len(old.Labels) != len(cur.Labels) || len(old.Spec.Taints) != len(cur.Spec.Taints) {
+		return true
+	}
+	for k, v := range cur.Labels {
+		if ov, ok := old.Labels[k]; !ok || ov != v {
+			return true
+		}
+	}
+	for i := range cur.Spec.Taints {
+		o, c := &old.Spec.Taints[i], &cur.Spec.Taints[i]
+		if !o.MatchTaint(c) || o.Value != c.Value {
+			return true
+		}
+	}
+	return false
+}

@@ -306,3 +306,35 @@ func TestEligibilityForTemplateMatchesForSet(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeChangeMatters(t *testing.T) {
+	base := eligibilityNode("n1", map[string]string{"zone": "a"}, corev1.Taint{Key: "t", Value: "v", Effect: corev1.TaintEffectNoSchedule})
+	base.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	tests := map[string]struct {
+		change func(*corev1.Node)
+		want   bool
+	}{
+		"heartbeat":      {change: func(n *corev1.Node) { n.Status.Conditions[0].Message = "posting"; n.ResourceVersion = "2" }},
+		"turns NotReady": {change: func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }},
+		"cordon alone":   {change: func(n *corev1.Node) { n.Spec.Unschedulable = true }},
+		"taint re-added": {change: func(n *corev1.Node) { n.Spec.Taints[0].TimeAdded = &metav1.Time{} }},
+		"label added":    {change: func(n *corev1.Node) { n.Labels["pool"] = "x" }, want: true},
+		"label value":    {change: func(n *corev1.Node) { n.Labels["zone"] = "b" }, want: true},
+		"label moved":    {change: func(n *corev1.Node) { delete(n.Labels, "zone"); n.Labels["zonE"] = "a" }, want: true},
+		"taint added":    {change: func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, taint("x", corev1.TaintEffectNoExecute)) }, want: true},
+		"taint value":    {change: func(n *corev1.Node) { n.Spec.Taints[0].Value = "w" }, want: true},
+		"taint effect":   {change: func(n *corev1.Node) { n.Spec.Taints[0].Effect = corev1.TaintEffectNoExecute }, want: true},
+		"cordon's taint too": {change: func(n *corev1.Node) {
+			n.Spec.Taints[0] = taint(corev1.TaintNodeUnschedulable, corev1.TaintEffectNoSchedule)
+		}, want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cur := base.DeepCopy()
+			tc.change(cur)
+			if got := placement.NodeChangeMatters(base, cur); got != tc.want {
+				t.Errorf("NodeChangeMatters = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
