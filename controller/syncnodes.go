@@ -15,17 +15,15 @@ import (
 )
 
 // syncNodes deletes podsToDelete and creates a pod on each of
-// nodesToCreate, at most burstReplicas of each per sync. Expectations are
-// raised before any request, so events that race ahead of the requests
-// returning still count, and lowered again for each request that fails or
-// is skipped.
+// nodesToCreate, at most burstReplicas of each per sync, as upstream.
+// Expectations are raised before any request, so events that race ahead
+// of the requests returning still count, and lowered again for each
+// request that fails or is skipped.
 func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.DaemonSet, podsToDelete []*corev1.Pod, nodesToCreate []string, hash string) error {
 	if len(podsToDelete) == 0 && len(nodesToCreate) == 0 {
 		return nil
 	}
-	logger := klog.FromContext(ctx)
 	key := cache.MetaObjectToName(ds)
-
 	if len(nodesToCreate) > c.burstReplicas {
 		// Create for the first nodes by name now, the rest next sync.
 		sortNodeNames(nodesToCreate)
@@ -41,24 +39,30 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 	c.state.expectCreations(key, nodesToCreate)
 	c.state.expectDeletions(key, deleteKeys)
 
+	createErr := c.createPods(ctx, ds, nodesToCreate, hash)
+	deleteErr := c.deletePods(ctx, ds, podsToDelete, deleteKeys)
+	return errors.Join(createErr, deleteErr)
+}
+
+// createPods creates a pod of the given revision on each node, in the
+// batches the pacer chooses (slow start): a batch goes only when every
+// create of the one before succeeded, and the nodes left after a failure
+// wait for the next sync.
+func (c *Controller) createPods(ctx context.Context, ds *everynodev1alpha1.DaemonSet, nodes []string, hash string) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	key := cache.MetaObjectToName(ds)
+	logger.V(4).Info("Creating daemon pods", "daemonset", klog.KObj(ds), "count", len(nodes))
 	var (
 		mu   sync.Mutex
 		errs []error
 	)
-	fail := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
-
-	if len(nodesToCreate) > 0 {
-		logger.V(4).Info("Creating daemon pods", "daemonset", klog.KObj(ds), "count", len(nodesToCreate))
-	}
 	pos, largest := 0, 0
-	for _, size := range c.state.createBatches(key, len(nodesToCreate)) {
-		failedBefore := len(errs)
+	for _, size := range c.state.createBatches(key, len(nodes)) {
 		var wg sync.WaitGroup
-		for _, node := range nodesToCreate[pos : pos+size] {
+		for _, node := range nodes[pos : pos+size] {
 			wg.Go(func() {
 				err := c.podControl.CreatePod(ctx, ds, placement.NewPod(ds, node, hash))
 				if err == nil {
@@ -72,43 +76,58 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 					return
 				}
 				logger.V(2).Info("Failed to create daemon pod", "daemonset", klog.KObj(ds), "node", klog.KRef("", node), "err", err)
-				fail(err)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
 			})
 		}
 		wg.Wait()
 		pos += size
-		if len(errs) > failedBefore {
+		if len(errs) > 0 {
 			c.state.startSlow(key)
-			if skipped := nodesToCreate[pos:]; len(skipped) > 0 {
+			if skipped := nodes[pos:]; len(skipped) > 0 {
 				logger.V(2).Info("Slow-start failure: skipping the remaining creations", "daemonset", klog.KObj(ds), "skipped", len(skipped))
 				for _, node := range skipped {
 					c.state.creationObserved(key, node)
 				}
 			}
-			break
+			return errors.Join(errs...)
 		}
 		largest = max(largest, size)
 	}
-	if largest > 0 && pos == len(nodesToCreate) && len(errs) == 0 {
+	if pos == len(nodes) {
 		c.state.createsSucceeded(key, largest, c.burstReplicas)
 	}
+	return nil
+}
 
-	if len(podsToDelete) > 0 {
-		logger.V(4).Info("Deleting daemon pods", "daemonset", klog.KObj(ds), "count", len(podsToDelete))
+// deletePods deletes the pods, all at once; keys are their namespace/name.
+func (c *Controller) deletePods(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pods []*corev1.Pod, keys []string) error {
+	if len(pods) == 0 {
+		return nil
 	}
-	var wg sync.WaitGroup
-	for i, pod := range podsToDelete {
+	logger := klog.FromContext(ctx)
+	key := cache.MetaObjectToName(ds)
+	logger.V(4).Info("Deleting daemon pods", "daemonset", klog.KObj(ds), "count", len(pods))
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for i, pod := range pods {
 		wg.Go(func() {
 			err := c.podControl.DeletePod(ctx, ds, pod.Namespace, pod.Name, pod.UID)
 			if err == nil {
 				return
 			}
-			c.state.deletionObserved(key, deleteKeys[i])
+			c.state.deletionObserved(key, keys[i])
 			if apierrors.IsNotFound(err) {
 				return
 			}
 			logger.V(2).Info("Failed to delete daemon pod", "daemonset", klog.KObj(ds), "pod", klog.KObj(pod), "err", err)
-			fail(err)
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
