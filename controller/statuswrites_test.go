@@ -104,28 +104,13 @@ func TestStatusWrites(t *testing.T) {
 	}
 }
 
-// fakeBudget is a pacing.Budget whose spareness the test sets.
-type fakeBudget struct {
-	spare bool
-	err   error
-	// waits and spareWaits count the tokens taken each way; maxDelays
-	// are the WaitSpare arguments.
-	waits, spareWaits int
-	maxDelays         []time.Duration
-}
+// fakeBudget is a pacing.Budget whose spareness the test sets; every
+// token is granted at once.
+type fakeBudget struct{ spare bool }
 
-func (b *fakeBudget) Spare() bool { return b.spare }
-
-func (b *fakeBudget) Wait(context.Context) error {
-	b.waits++
-	return b.err
-}
-
-func (b *fakeBudget) WaitSpare(_ context.Context, maxDelay time.Duration) error {
-	b.spareWaits++
-	b.maxDelays = append(b.maxDelays, maxDelay)
-	return b.err
-}
+func (b *fakeBudget) Spare() bool                                    { return b.spare }
+func (b *fakeBudget) Wait(context.Context) error                     { return nil }
+func (b *fakeBudget) WaitSpare(context.Context, time.Duration) error { return nil }
 
 // TestStatusWritesYieldToPodWork checks that while the request budget has
 // no spare token, counts alone are written only every MaxStatusStaleness

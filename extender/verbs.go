@@ -35,18 +35,31 @@ func newRequest(args codec.Args) request {
 	return req
 }
 
+// decodeRequest decodes the ExtenderArgs of a filter or prioritize call;
+// a body without a pod is a bad request. Release the request once the
+// answer is written.
+func decodeRequest(body []byte) (request, error) {
+	args, err := codec.DecodeArgs(body)
+	if err != nil {
+		return request{}, badRequest("decode ExtenderArgs: %v", err)
+	}
+	if !args.HasPod {
+		args.Release()
+		return request{}, badRequest("ExtenderArgs has no Pod")
+	}
+	return newRequest(args), nil
+}
+
 // serveFilter decodes ExtenderArgs, filters its candidates and writes the
 // ExtenderFilterResult.
 func (e *Extender) serveFilter(body []byte, out *bytes.Buffer) error {
-	args, err := codec.DecodeArgs(body)
+	req, err := decodeRequest(body)
 	if err != nil {
-		return badRequest("decode ExtenderArgs: %v", err)
+		return err
 	}
-	defer args.Release()
-	if !args.HasPod {
-		return badRequest("ExtenderArgs has no Pod")
-	}
-	res := e.filterRequest(newRequest(args))
+	defer req.Release()
+	args := &req.Args
+	res := e.filterRequest(req)
 	// Passed names are a subsequence of the input's: if the input's were
 	// plain, so are they, and if none was dropped they can go back as
 	// they came.
@@ -139,15 +152,11 @@ func keepNodes(nodes *corev1.NodeList, passed []string) *corev1.NodeList {
 
 // servePrioritize decodes ExtenderArgs and writes the HostPriorityList.
 func (e *Extender) servePrioritize(body []byte, out *bytes.Buffer) error {
-	args, err := codec.DecodeArgs(body)
+	req, err := decodeRequest(body)
 	if err != nil {
-		return badRequest("decode ExtenderArgs: %v", err)
+		return err
 	}
-	defer args.Release()
-	if !args.HasPod {
-		return badRequest("ExtenderArgs has no Pod")
-	}
-	req := newRequest(args)
+	defer req.Release()
 	if req.daemonPod == nil { // the common case, without a list to build
 		out.WriteString("[]\n")
 		return nil
