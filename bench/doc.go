@@ -9,6 +9,7 @@
 // server's audit log, by user agent, and apiserver_request_total), controller
 // CPU and RSS (/proc), webhook and extender latency (histogram deltas) and
 // the scheduler's binding rate, and writes a markdown table and a PNG plot to
-// --out. It is started by e2e/hack/bench.sh (`make bench`), which sets up the
-// cluster; see bench/README.md.
+// --out as <N>-nodes.md and <N>-nodes.png, one pair per scale that each run
+// replaces. It is started by e2e/hack/bench.sh (`make bench`), which sets up
+// the cluster; see bench/README.md.
 package main

@@ -113,12 +113,19 @@ func bySystem(runs []*runResult, sys string, f figure) summary {
 	return summarize(xs)
 }
 
-// writeReport writes <out>/<date>-<N>.md and .png and returns their paths.
+// reportBase is the path of a report without its extension: one name per
+// scale, <out>/<N>-nodes, so each run replaces the last one's files and
+// git keeps the history (the header gives the date and commit).
+func reportBase(out string, nodes int) string {
+	return filepath.Join(out, fmt.Sprintf("%d-nodes", nodes))
+}
+
+// writeReport writes reportBase's .md and .png and returns their paths.
 func writeReport(c config, runs []*runResult, sched []*schedResult, start time.Time) (string, string, error) {
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return "", "", fmt.Errorf("making %s: %w", c.out, err)
 	}
-	base := filepath.Join(c.out, fmt.Sprintf("%s-%d", start.Format("2006-01-02"), c.nodes))
+	base := reportBase(c.out, c.nodes)
 	png := base + ".png"
 	if err := plotRollout(runs, png, c.nodes); err != nil {
 		return "", "", err

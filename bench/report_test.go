@@ -1,9 +1,27 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
+
+// A report is named by its scale alone, so the next run at that scale
+// replaces it instead of adding a file per run.
+func TestReportBase(t *testing.T) {
+	for _, tc := range []struct {
+		out   string
+		nodes int
+		want  string
+	}{
+		{"bench/results", 1000, filepath.Join("bench", "results", "1000-nodes")},
+		{"/tmp/exp", 5000, filepath.Join("/tmp", "exp", "5000-nodes")},
+	} {
+		if got := reportBase(tc.out, tc.nodes); got != tc.want {
+			t.Errorf("reportBase(%q, %d) = %q, want %q", tc.out, tc.nodes, got, tc.want)
+		}
+	}
+}
 
 // The CPU table is one row per process and one column pair (plus ratio) per
 // span; a row with a cell too few or too many shifts every figure after it
