@@ -75,11 +75,11 @@ type auditWindow struct {
 	bindings []time.Time
 	// kwokWatchesCut are the start times of kwok's watches of all pods
 	// that ended within a minute (kube-apiserver ends them after 5-10
-	// minutes otherwise). kwok resumes such a watch from resourceVersion
-	// 0, which replays every pod to it; at 5,000 nodes on two cores a
-	// watch cut short once was cut again every few seconds, kwok stopped
-	// making pods Ready, and the phase was kwok's pace, not the
-	// controller's. The report flags the runs where it happened.
+	// minutes otherwise). While kwok catches up on a new watch it makes
+	// fewer pods Ready, so the phase runs partly at kwok's pace (unpatched
+	// kwok replayed every pod from resourceVersion 0 and was cut again;
+	// see README.md and RESULTS.md). The report flags the runs where it
+	// happened.
 	kwokWatchesCut []time.Time
 	// podWatchesCut are the watches of pods (collections) that ended,
 	// within [from, to], before the timeout their client asked for: the

@@ -4,8 +4,8 @@
 // alternating A, B, A, B, ... so that drift of the machine hits both alike.
 //
 // Each run: rollout until every node has an available pod, a rolling update
-// with maxUnavailable 10%, one with maxSurge 10%, then 50 nodes joining at
-// once. It records durations, API requests per daemon pod (from the API
+// with maxUnavailable 10%, one with maxSurge 10%, then waves of nodes
+// joining at once (six of 50 by default). It records durations, API requests per daemon pod (from the API
 // server's audit log, by user agent, and apiserver_request_total), controller
 // CPU and RSS (/proc), webhook and extender latency (histogram deltas) and
 // the scheduler's binding rate, and writes a markdown table and a PNG plot to

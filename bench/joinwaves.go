@@ -11,11 +11,10 @@ import (
 // the one before is done and the cluster is quiet again, and returns each
 // joined node's wait for its available pod, the stages of those waits, and
 // the CPU the processes spent during the waves. One wave's p99 is its
-// slowest node (of 50): a figure of one sample, which moved by a third
-// between runs of the same code. Three waves made it the second slowest of
-// 150, whose runs still spanned 1.83-2.63 s at 1,000 nodes; six make it the
-// fourth slowest of 300. The cluster grows by a wave each time (nodes are
-// not removed in between: with only its daemonset controller, kube-controller-manager
+// slowest node (of 50), a figure of one sample that moves a lot between
+// runs; six waves make it about the fourth slowest of 300 (RESULTS.md has
+// the runs). The cluster grows by a wave each time (nodes are not removed
+// in between: with only its daemonset controller, kube-controller-manager
 // would leave their pods to a pod GC that is not running, and everynode
 // would spend requests collecting them).
 func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *runResult) []time.Duration {

@@ -13,11 +13,9 @@ import (
 
 // stallAfter is how long a bound pod may wait for kwok to run it before
 // the benchmark touches it. A kubelet resyncs its pods every minute; kwok,
-// which plays every kubelet here, acts only on watch events, and in a
-// 1,000-node run of 2026-12-02 it never acted on one joining node's bound
-// pod (no request, no error in its log) until the pod was touched by hand
-// 346 s later: the wave waited for the 20-minute phase timeout. Touching the
-// pod sends kwok a fresh event, as a kubelet's resync would look again.
+// which plays every kubelet here, acts only on watch events, and has left a
+// bound pod untouched for minutes (RESULTS.md). Touching the pod sends kwok
+// a fresh event, as a kubelet's resync would look again.
 // The wait still counts in the pod's times, and the Runs table says how
 // many pods were touched, so a run with a stall shows it.
 const stallAfter = time.Minute

@@ -12,7 +12,9 @@ import (
 // request counts must include them. Done when the
 // everynode_controller_deferred_requests gauge reads 0 twice a second
 // apart (the events queued behind the one waiting go at 50/s once it
-// goes); at most 3 minutes, everynode's own bound being 2.
+// goes); at most 3 minutes. Once the join's pod work is done the bucket
+// refills in seconds and the held requests go, long before everynode's
+// own bound on how late an event may be.
 func (b *bench) flushDeferred(ctx context.Context, lbl string) {
 	start := time.Now()
 	zeros := 0
@@ -37,9 +39,8 @@ func (b *bench) flushDeferred(ctx context.Context, lbl string) {
 // starts without the previous one's deletions in flight. An update is done
 // when its last old pod is deleted, but kwok, which plays the kubelets,
 // removes the deleted pods afterwards; a join started meanwhile shares kwok
-// with that work. (Measured: up to 8 s of it at 5,000 nodes. Whether it was
-// what delayed kwok's pickup of new nodes, up to 2 s in one run, was not
-// established: the wait removes it as a factor.)
+// with that work (up to 8 s of it at 5,000 nodes). The wait removes it
+// as a factor in the next phase (RESULTS.md).
 func (b *bench) settle(ctx context.Context, lbl string) {
 	start := time.Now()
 	deadline := start.Add(b.c.phaseTimeout)
