@@ -28,19 +28,41 @@ type expectations struct {
 	raised time.Time
 }
 
-// expect adds keys to the pending set *into (creates or deletes).
-func (e *expectations) expect(into *map[string]struct{}, keys []string, now time.Time) {
-	if *into == nil {
-		*into = make(map[string]struct{}, len(keys))
-	}
-	for _, k := range keys {
-		(*into)[k] = struct{}{}
-	}
+// expectCreations records creations for nodes, asked for at now.
+func (e *expectations) expectCreations(nodes []string, now time.Time) {
+	e.creates = addKeys(e.creates, nodes)
 	e.raised = now
 }
 
-// observed drops key from pending (creates or deletes); completed is true
-// only when key was pending and nothing else is.
+// expectDeletions records deletions of pods (namespace/name), asked for at
+// now.
+func (e *expectations) expectDeletions(podKeys []string, now time.Time) {
+	e.deletes = addKeys(e.deletes, podKeys)
+	e.raised = now
+}
+
+func addKeys(set map[string]struct{}, keys []string) map[string]struct{} {
+	if set == nil {
+		set = make(map[string]struct{}, len(keys))
+	}
+	for _, k := range keys {
+		set[k] = struct{}{}
+	}
+	return set
+}
+
+// creationObserved marks the creation for node as seen; completed is true
+// only when it was pending and nothing else is.
+func (e *expectations) creationObserved(node string) (completed bool) {
+	return e.observed(e.creates, node)
+}
+
+// deletionObserved marks the deletion of a pod as seen; completed is true
+// only when it was pending and nothing else is.
+func (e *expectations) deletionObserved(podKey string) (completed bool) {
+	return e.observed(e.deletes, podKey)
+}
+
 func (e *expectations) observed(pending map[string]struct{}, key string) (completed bool) {
 	if _, ok := pending[key]; !ok {
 		return false

@@ -65,14 +65,14 @@ func (s *setStates) forget(key cache.ObjectName) {
 // expectCreations records that a pod is being created for each node.
 func (s *setStates) expectCreations(key cache.ObjectName, nodes []string) {
 	if len(nodes) > 0 {
-		s.with(key, func(st *setState) { st.expected.expect(&st.expected.creates, nodes, s.clock.Now()) })
+		s.with(key, func(st *setState) { st.expected.expectCreations(nodes, s.clock.Now()) })
 	}
 }
 
 // expectDeletions records that each pod (namespace/name) is being deleted.
 func (s *setStates) expectDeletions(key cache.ObjectName, podKeys []string) {
 	if len(podKeys) > 0 {
-		s.with(key, func(st *setState) { st.expected.expect(&st.expected.deletes, podKeys, s.clock.Now()) })
+		s.with(key, func(st *setState) { st.expected.expectDeletions(podKeys, s.clock.Now()) })
 	}
 }
 
@@ -80,14 +80,14 @@ func (s *setStates) expectDeletions(key cache.ObjectName, podKeys []string) {
 // to be seen, after a failed create). completed reports whether it was the
 // last thing the set waited for.
 func (s *setStates) creationObserved(key cache.ObjectName, node string) (completed bool) {
-	s.with(key, func(st *setState) { completed = st.expected.observed(st.expected.creates, node) })
+	s.with(key, func(st *setState) { completed = st.expected.creationObserved(node) })
 	return completed
 }
 
 // deletionObserved marks the deletion of a pod as seen. completed reports
 // whether it was the last thing the set waited for.
 func (s *setStates) deletionObserved(key cache.ObjectName, podKey string) (completed bool) {
-	s.with(key, func(st *setState) { completed = st.expected.observed(st.expected.deletes, podKey) })
+	s.with(key, func(st *setState) { completed = st.expected.deletionObserved(podKey) })
 	return completed
 }
 

@@ -55,10 +55,7 @@ func (c *Controller) createPods(ctx context.Context, ds *everynodev1alpha1.Daemo
 	logger := klog.FromContext(ctx)
 	key := cache.MetaObjectToName(ds)
 	logger.V(4).Info("Creating daemon pods", "daemonset", klog.KObj(ds), "count", len(nodes))
-	var (
-		mu   sync.Mutex
-		errs []error
-	)
+	var errs errorList
 	pos, largest := 0, 0
 	for _, size := range c.state.createBatches(key, len(nodes)) {
 		var wg sync.WaitGroup
@@ -76,14 +73,12 @@ func (c *Controller) createPods(ctx context.Context, ds *everynodev1alpha1.Daemo
 					return
 				}
 				logger.V(2).Info("Failed to create daemon pod", "daemonset", klog.KObj(ds), "node", klog.KRef("", node), "err", err)
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
+				errs.add(err)
 			})
 		}
 		wg.Wait()
 		pos += size
-		if len(errs) > 0 {
+		if err := errs.join(); err != nil {
 			c.state.startSlow(key)
 			if skipped := nodes[pos:]; len(skipped) > 0 {
 				logger.V(2).Info("Slow-start failure: skipping the remaining creations", "daemonset", klog.KObj(ds), "skipped", len(skipped))
@@ -91,7 +86,7 @@ func (c *Controller) createPods(ctx context.Context, ds *everynodev1alpha1.Daemo
 					c.state.creationObserved(key, node)
 				}
 			}
-			return errors.Join(errs...)
+			return err
 		}
 		largest = max(largest, size)
 	}
@@ -110,8 +105,7 @@ func (c *Controller) deletePods(ctx context.Context, ds *everynodev1alpha1.Daemo
 	key := cache.MetaObjectToName(ds)
 	logger.V(4).Info("Deleting daemon pods", "daemonset", klog.KObj(ds), "count", len(pods))
 	var (
-		mu   sync.Mutex
-		errs []error
+		errs errorList
 		wg   sync.WaitGroup
 	)
 	for i, pod := range pods {
@@ -125,11 +119,28 @@ func (c *Controller) deletePods(ctx context.Context, ds *everynodev1alpha1.Daemo
 				return
 			}
 			logger.V(2).Info("Failed to delete daemon pod", "daemonset", klog.KObj(ds), "pod", klog.KObj(pod), "err", err)
-			mu.Lock()
-			errs = append(errs, err)
-			mu.Unlock()
+			errs.add(err)
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errs.join()
+}
+
+// errorList collects the errors of requests sent in parallel.
+type errorList struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errorList) add(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+}
+
+// join is errors.Join of what was added, nil if nothing was.
+func (l *errorList) join() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return errors.Join(l.errs...)
 }

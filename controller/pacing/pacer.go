@@ -81,7 +81,7 @@ func (p *Pacer) SetStatusInterval(d time.Duration) { p.statusInterval = d }
 // Batches returns the create batches for n pods of s (Batches, from where
 // its slow start had got to).
 func (p *Pacer) Batches(s *Set, n int) []int {
-	return Batches(n, max(InitialBatchSize, s.slowStart.current(p.clock.Now())))
+	return Batches(n, p.SlowStart(s))
 }
 
 // CreatesSucceeded records a sync whose creates all succeeded, the largest
