@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -41,6 +42,11 @@ func (c *Controller) constructHistory(ctx context.Context, ds *everynodev1alpha1
 			toUpdate.Labels[revision.HashLabel] = toUpdate.Name
 			if rev, err = c.kubeClient.AppsV1().ControllerRevisions(ds.Namespace).Update(ctx, toUpdate, metav1.UpdateOptions{}); err != nil {
 				return nil, nil, fmt.Errorf("label ControllerRevision %s: %w", toUpdate.Name, err)
+			}
+		}
+		if !revision.IsCanonical(rev.Data.Raw) {
+			if rev, err = c.replaceWithCanonical(ctx, rev); err != nil {
+				return nil, nil, err
 			}
 		}
 		if revision.MatchData(want, rev.Data.Raw) {
@@ -81,6 +87,47 @@ func (c *Controller) constructHistory(ctx context.Context, ds *everynodev1alpha1
 		}
 	}
 	return cur, old, nil
+}
+
+// replaceWithCanonical replaces a revision whose data is not in canonical
+// form (everynode before v0.3 wrote struct order) by one with the same
+// name, labels, owner, number and content in canonical form, so the
+// garbage collector can orphan it (package revision says why). Data is
+// immutable, hence delete and create. The name and the hash label stay, so
+// no pod changes revision and no rolling update starts. Between the two
+// requests the revision exists nowhere but in this call: should the
+// process die there, a current revision is made again from the set, an
+// old one is lost from history (one request's window, once per revision).
+func (c *Controller) replaceWithCanonical(ctx context.Context, rev *appsv1.ControllerRevision) (*appsv1.ControllerRevision, error) {
+	raw, err := revision.Canonical(rev.Data.Raw)
+	if err != nil {
+		// Not JSON: nothing to keep, and it matches no template. Leave it
+		// to the history limit.
+		return rev, nil
+	}
+	revs := c.kubeClient.AppsV1().ControllerRevisions(rev.Namespace)
+	uid, rv := rev.UID, rev.ResourceVersion
+	err = revs.Delete(ctx, rev.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("delete ControllerRevision %s to store its data in canonical form: %w", rev.Name, err)
+	}
+	fresh := &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            rev.Name,
+			Namespace:       rev.Namespace,
+			Labels:          rev.Labels,
+			Annotations:     rev.Annotations,
+			OwnerReferences: rev.OwnerReferences,
+		},
+		Data:     runtime.RawExtension{Raw: raw},
+		Revision: rev.Revision,
+	}
+	created, err := revs.Create(ctx, fresh, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create ControllerRevision %s again with its data in canonical form: %w", rev.Name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Stored ControllerRevision data in canonical form", "controllerRevision", klog.KObj(created), "revision", created.Revision)
+	return created, nil
 }
 
 // dedupCurrent keeps the highest-numbered of several revisions with the

@@ -1,12 +1,14 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"sort"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -217,5 +219,65 @@ func TestRevisionDedup(t *testing.T) {
 	}
 	if !patched {
 		t.Error("pod of the dropped duplicate not relabelled")
+	}
+}
+
+// Revisions stored by an everynode that wrote data in struct order (before
+// canonical data) are replaced in place: same names, numbers and hash
+// labels, data in canonical form, and no pod touched, so upgrading
+// everynode starts no rolling update.
+func TestLegacyRevisionDataIsReplaced(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 2)
+	ds := newSet("agent")
+	oldSet := ds.DeepCopy()
+	oldSet.Spec.Template.Spec.Containers[0].Image = "agent:0"
+	legacy := func(ds *everynodev1alpha1.DaemonSet, number int64) *appsv1.ControllerRevision {
+		rev, err := revision.New(ds, revisionHash(ds), number)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Struct order, as everynode wrote it before: the pod template's
+		// fields in Go order ("name" before "image").
+		var err2 error
+		rev.Data.Raw, err2 = json.Marshal(struct {
+			Spec struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}{Spec: struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		}{Template: ds.Spec.Template}})
+		if err2 != nil {
+			t.Fatal(err2)
+		}
+		if revision.IsCanonical(rev.Data.Raw) {
+			t.Fatalf("test data %s is canonical already", rev.Data.Raw)
+		}
+		return rev
+	}
+	hash := revisionHash(ds)
+	f.add(ds, legacy(oldSet, 1), legacy(ds, 2), newPod(ds, "node-0", hash), newPod(ds, "node-1", hash))
+	f.mustSync(ds)
+
+	revs := f.revisions()
+	if got, want := revNames(revs), []string{"agent-" + revisionHash(oldSet) + ":1", "agent-" + hash + ":2"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("revisions = %v, want %v", got, want)
+	}
+	for _, rev := range revs {
+		if !revision.IsCanonical(rev.Data.Raw) {
+			t.Errorf("revision %s still has data %s", rev.Name, rev.Data.Raw)
+		}
+		if ref := metav1.GetControllerOf(rev); ref == nil || ref.UID != ds.UID {
+			t.Errorf("revision %s lost its owner: %v", rev.Name, ref)
+		}
+	}
+	if want, _ := revision.Data(ds); string(revs[1].Data.Raw) != string(want) {
+		t.Errorf("current revision data %s, want %s", revs[1].Data.Raw, want)
+	}
+	if c, d := f.podCreates(), f.podDeletes(); len(c) != 0 || len(d) != 0 {
+		t.Errorf("pods created %d, deleted %v: an upgrade must not touch pods", len(c), d)
+	}
+	if st := f.set(ds).Status; st.UpdateRevision != hash || st.UpdatedNumberScheduled != 2 {
+		t.Errorf("status update revision %s updated %d, want %s and 2", st.UpdateRevision, st.UpdatedNumberScheduled, hash)
 	}
 }

@@ -8,7 +8,17 @@
 // everynode's spec.nodeOverrides because they, too, change the pods a
 // revision makes:
 //
-//	{"spec":{"template":<pod template>,"nodeOverrides":<list, omitted when empty>}}
+//	{"spec":{"nodeOverrides":<list, omitted when empty>,"template":<pod template>}}
+//
+// The bytes are canonical JSON: compact, with the keys of every object
+// sorted, as upstream writes them (it marshals a map, not a struct). Data is
+// immutable in the API server, which compares it byte for byte, and other
+// clients rewrite it in that form: the garbage collector removes an owner
+// reference with a JSON merge patch, which re-encodes the object. Data in
+// any other key order makes that patch a change of data, which the API
+// server refuses, and `kubectl delete --cascade=orphan` of the set never
+// finishes. Revisions stored by everynode before it wrote canonical data
+// are replaced by the controller (Canonical tells them apart).
 package revision
 
 import (
@@ -24,6 +34,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/dump"
 
@@ -87,13 +98,40 @@ type dataSpec struct {
 }
 
 // Data returns what a ControllerRevision of ds stores: the pod template and
-// the node overrides, the parts of the spec a rollback restores.
+// the node overrides, the parts of the spec a rollback restores, in
+// canonical JSON.
 func Data(ds *everynodev1alpha1.DaemonSet) ([]byte, error) {
 	raw, err := json.Marshal(data{Spec: dataSpec{Template: ds.Spec.Template, NodeOverrides: ds.Spec.NodeOverrides}})
+	if err == nil {
+		raw, err = Canonical(raw)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encode revision data of %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
 	return raw, nil
+}
+
+// Canonical returns raw re-encoded as canonical JSON: compact, object keys
+// sorted at every level, integers as integers. It is what the API server
+// writes back when it applies a strategic merge patch to a revision (the
+// garbage collector's way to remove an owner reference): it turns the
+// object into a map (k8s.io/apimachinery/pkg/util/json keeps integers
+// int64) and encodes the map again, so data in this form survives one
+// unchanged.
+func Canonical(raw []byte) ([]byte, error) {
+	var v interface{}
+	if err := utiljson.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("decode revision data: %w", err)
+	}
+	// encoding/json writes map keys sorted.
+	return json.Marshal(v)
+}
+
+// IsCanonical reports whether raw is already in canonical form. Data that
+// does not parse is not, and cannot be made so either.
+func IsCanonical(raw []byte) bool {
+	c, err := Canonical(raw)
+	return err == nil && bytes.Equal(c, raw)
 }
 
 // Apply restores the template and node overrides stored in revision data

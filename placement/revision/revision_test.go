@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/dump"
 	"k8s.io/utils/ptr"
 
@@ -34,9 +35,11 @@ func testSet() *everynodev1alpha1.DaemonSet {
 	}
 }
 
+// override's patch has its keys sorted, as every set read from the API
+// server has: a custom resource is stored as a map.
 var override = everynodev1alpha1.NodeOverride{
 	NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "big"}},
-	Patch:        runtime.RawExtension{Raw: []byte(`{"spec":{"containers":[{"name":"agent","image":"agent:big"}]}}`)},
+	Patch:        runtime.RawExtension{Raw: []byte(`{"spec":{"containers":[{"image":"agent:big","name":"agent"}]}}`)},
 }
 
 // upstreamHash is k8s.io/kubernetes/pkg/controller.ComputeHash, restated.
@@ -92,7 +95,7 @@ func TestDataApplyRoundTrip(t *testing.T) {
 		wantNotInData string
 	}{
 		"without overrides": {wantInData: `{"spec":{"template":`, wantNotInData: "nodeOverrides"},
-		"with overrides":    {overrides: []everynodev1alpha1.NodeOverride{override}, wantInData: `"nodeOverrides":[{"nodeSelector":{"matchLabels":{"pool":"big"}},"patch":{"spec"`},
+		"with overrides":    {overrides: []everynodev1alpha1.NodeOverride{override}, wantInData: `{"spec":{"nodeOverrides":[{"nodeSelector":{"matchLabels":{"pool":"big"}},"patch":{"spec"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -230,5 +233,100 @@ func TestToDelete(t *testing.T) {
 				t.Errorf("ToDelete = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestCanonical(t *testing.T) {
+	tests := map[string]struct {
+		in, want string
+		wantErr  bool
+	}{
+		"keys sorted at every level": {in: `{"b":1,"a":{"d":[{"z":1,"y":2}],"c":null}}`, want: `{"a":{"c":null,"d":[{"y":2,"z":1}]},"b":1}`},
+		"spacing removed":            {in: " {\"a\" : [ 1, 2 ] }\n", want: `{"a":[1,2]}`},
+		"numbers as the API server":  {in: `{"n":9007199254740993,"f":1.50,"e":1e3}`, want: `{"e":1000,"f":1.5,"n":9007199254740993}`},
+		"strings escaped as Marshal": {in: `{"s":"<a&b>"}`, want: `{"s":"\u003ca\u0026b\u003e"}`},
+		"not JSON":                   {in: `{"a":`, wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := Canonical([]byte(tc.in))
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("Canonical(%s) = %s, want an error", tc.in, got)
+				}
+				if IsCanonical([]byte(tc.in)) {
+					t.Fatalf("IsCanonical(%s) = true for data that does not parse", tc.in)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("Canonical(%s) = %s, %v; want %s", tc.in, got, err, tc.want)
+			}
+			if !IsCanonical(got) {
+				t.Fatalf("IsCanonical(%s) = false for Canonical's own output", got)
+			}
+			if tc.in != tc.want && IsCanonical([]byte(tc.in)) {
+				t.Fatalf("IsCanonical(%s) = true, want false", tc.in)
+			}
+		})
+	}
+}
+
+// The garbage collector orphans a revision with a strategic merge patch
+// of its owner references. The API server applies it to the object turned
+// into a map and back, and refuses the result if data changed by a single
+// byte. Data must come out of that round trip as it went in. The struct
+// encoding everynode wrote before (fields in struct order) does not, which
+// is the bug this guards.
+func TestDataSurvivesTheGarbageCollectorsPatch(t *testing.T) {
+	ds := testSet()
+	ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{override}
+	ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	rev, err := New(ds, "h1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the garbage collector sends to orphan a dependent
+	// (GenerateDeleteOwnerRefStrategicMergeBytes), applied as the API
+	// server's strategicPatchObject does.
+	patch := map[string]interface{}{"metadata": map[string]interface{}{
+		"ownerReferences": []interface{}{map[string]interface{}{"$patch": "delete", "uid": string(ds.UID)}},
+		"uid":             "r1",
+	}}
+	roundTrip := func(rev *appsv1.ControllerRevision) []byte {
+		t.Helper()
+		rev = rev.DeepCopy()
+		rev.UID = "r1"
+		original, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		patched, err := strategicpatch.StrategicMergeMapPatch(original, patch, &appsv1.ControllerRevision{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out appsv1.ControllerRevision
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(patched, &out); err != nil {
+			t.Fatal(err)
+		}
+		if len(out.OwnerReferences) != 0 {
+			t.Fatalf("owner references %v left after the patch", out.OwnerReferences)
+		}
+		return out.Data.Raw
+	}
+	if got := roundTrip(rev); !bytes.Equal(got, rev.Data.Raw) {
+		t.Errorf("data changed by the patch:\n got %s\nwant %s", got, rev.Data.Raw)
+	}
+
+	legacy := rev.DeepCopy()
+	legacy.Data.Raw, _ = json.Marshal(data{Spec: dataSpec{Template: ds.Spec.Template, NodeOverrides: ds.Spec.NodeOverrides}})
+	if IsCanonical(legacy.Data.Raw) {
+		t.Fatalf("the struct encoding counts as canonical: %s", legacy.Data.Raw)
+	}
+	if got := roundTrip(legacy); bytes.Equal(got, legacy.Data.Raw) {
+		t.Errorf("the struct encoding survived the patch; this test no longer shows the bug it guards")
+	}
+	if !MatchData(legacy.Data.Raw, rev.Data.Raw) {
+		t.Errorf("the struct and canonical encodings of one set do not match as JSON")
 	}
 }
