@@ -29,7 +29,6 @@ import (
 	everynodeinformers "everynode.io/everynode/client/informers/externalversions/everynode/v1alpha1"
 	everynodelisters "everynode.io/everynode/client/listers/everynode/v1alpha1"
 	"everynode.io/everynode/controller/pacing"
-	"everynode.io/everynode/index"
 )
 
 const (
@@ -198,7 +197,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	c.podControl = realPodControl{client: cfg.KubeClient, recorder: c.recorder}
 	c.syncHandler = c.sync
 
-	if err := index.AddPodIndexers(cfg.Pods.Informer()); err != nil {
+	if err := addPodIndexers(cfg.Pods.Informer()); err != nil {
 		return nil, err
 	}
 	if err := addSetIndexers(cfg.DaemonSets.Informer()); err != nil {

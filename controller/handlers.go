@@ -43,6 +43,7 @@ func (c *Controller) addEventHandlers(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("add node event handler: %w", err)
 	}
 	if _, err := cfg.Revisions.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.addRevision(logger, obj) },
 		UpdateFunc: func(old, cur interface{}) { c.updateRevision(logger, old, cur) },
 		DeleteFunc: func(obj interface{}) { c.deleteRevision(logger, obj) },
 	}); err != nil {
@@ -132,6 +133,10 @@ func (c *Controller) addPod(logger klog.Logger, obj interface{}) {
 		c.deletePod(logger, pod)
 		return
 	}
+	if placement.ControllerRef(pod) == nil {
+		c.enqueueAdopters(logger, pod)
+		return
+	}
 	ds := c.resolveOwner(pod)
 	if ds == nil {
 		return
@@ -160,19 +165,34 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 		c.deletePod(logger, curPod)
 		return
 	}
-	if oldDS := c.resolveOwner(oldPod); oldDS != nil && !placement.IsDaemonPod(curPod) {
-		// The pod left the set (label removed): the set must notice.
+	oldRef, curRef := placement.ControllerRef(oldPod), placement.ControllerRef(curPod)
+	if oldDS := c.resolveOwner(oldPod); oldDS != nil && (!placement.IsDaemonPod(curPod) || curRef == nil || curRef.UID != oldDS.UID) {
+		// The pod left the set (label or owner removed): the set must
+		// notice.
 		c.enqueue(oldDS)
 	}
 	if !placement.IsDaemonPod(curPod) {
+		return
+	}
+	if curRef == nil {
+		// Orphaned (the set was deleted with --cascade=orphan, or released
+		// it): a set that selects it may adopt it.
+		c.enqueueAdopters(logger, curPod)
 		return
 	}
 	ds := c.resolveOwner(curPod)
 	if ds == nil {
 		return
 	}
+	completed := false
+	if oldRef == nil {
+		// An adoption shows: claimPods expected it like a creation.
+		if node, ok := placement.TargetNode(curPod); ok {
+			completed = c.state.creationObserved(cache.MetaObjectToName(ds), node)
+		}
+	}
 	logger.V(4).Info("Pod updated", "pod", klog.KObj(curPod), "daemonset", klog.KObj(ds))
-	c.enqueueForPod(ds, false)
+	c.enqueueForPod(ds, completed)
 	if ds.Spec.MinReadySeconds > 0 && !placement.IsPodReady(oldPod) && placement.IsPodReady(curPod) {
 		// Sync again once the pod has been ready long enough to count as
 		// available; the extra second absorbs clock skew (upstream #39785).
@@ -194,11 +214,22 @@ func (c *Controller) deletePod(logger klog.Logger, obj interface{}) {
 	c.enqueueForPod(ds, completed)
 }
 
+// addRevision wakes the sets that may adopt an orphaned revision. A
+// revision with an owner is the set's own doing and needs no sync.
+func (c *Controller) addRevision(logger klog.Logger, obj interface{}) {
+	if rev, ok := obj.(*appsv1.ControllerRevision); ok && placement.ControllerRef(rev) == nil {
+		c.enqueueAdopters(logger, rev)
+	}
+}
+
 func (c *Controller) updateRevision(logger klog.Logger, old, cur interface{}) {
 	oldRev, ok1 := old.(*appsv1.ControllerRevision)
 	curRev, ok2 := cur.(*appsv1.ControllerRevision)
 	if !ok1 || !ok2 || oldRev.ResourceVersion == curRev.ResourceVersion {
 		return
+	}
+	if placement.ControllerRef(curRev) == nil {
+		c.enqueueAdopters(logger, curRev)
 	}
 	for _, r := range []*appsv1.ControllerRevision{oldRev, curRev} {
 		if ds := c.resolveOwner(r); ds != nil {
@@ -215,6 +246,17 @@ func (c *Controller) deleteRevision(logger klog.Logger, obj interface{}) {
 	}
 	if ds := c.resolveOwner(rev); ds != nil {
 		logger.V(4).Info("ControllerRevision deleted", "controllerRevision", klog.KObj(rev), "daemonset", klog.KObj(ds))
+		c.enqueue(ds)
+	}
+}
+
+// enqueueAdopters queues the sets whose selector matches an orphan, as
+// upstream's getPodDaemonSets: their next sync adopts it (claim.go).
+// Orphans are rare (a set deleted with --cascade=orphan), so listing the
+// namespace's sets here costs nothing in steady state.
+func (c *Controller) enqueueAdopters(logger klog.Logger, obj metav1.Object) {
+	for _, ds := range c.setsSelecting(obj.GetNamespace(), obj.GetLabels()) {
+		logger.V(4).Info("Orphan found", "object", klog.KObj(obj), "daemonset", klog.KObj(ds))
 		c.enqueue(ds)
 	}
 }

@@ -18,14 +18,11 @@ import (
 )
 
 // constructHistory returns the set's current revision, creating it if the
-// template is new, and the older ones, as upstream: a revision that matches
-// the set (a rollback to an earlier template) is reused with its number
-// raised above all others, and duplicates of the current one are merged.
-func (c *Controller) constructHistory(ctx context.Context, ds *everynodev1alpha1.DaemonSet) (cur *appsv1.ControllerRevision, old []*appsv1.ControllerRevision, err error) {
-	revs, err := c.revisionsOfSet(ds)
-	if err != nil {
-		return nil, nil, err
-	}
+// template is new, and the older ones, from revs, the revisions the set
+// controls (claimRevisions), as upstream: a revision that matches the set
+// (a rollback to an earlier template) is reused with its number raised
+// above all others, and duplicates of the current one are merged.
+func (c *Controller) constructHistory(ctx context.Context, ds *everynodev1alpha1.DaemonSet, revs []*appsv1.ControllerRevision) (cur *appsv1.ControllerRevision, old []*appsv1.ControllerRevision, err error) {
 	want, err := revision.Data(ds)
 	if err != nil {
 		return nil, nil, err

@@ -28,6 +28,12 @@ const (
 	// everynode set that controls them, so a sync reads its own history
 	// rather than every revision of the namespace.
 	revisionsBySet = "everynode.io/revisions-by-set"
+
+	// orphanDaemonPodsByNamespace and orphanRevisionsByNamespace index the
+	// daemon pods and revisions that no controller owns by namespace: the
+	// candidates for adoption (claim.go), found without a namespace scan.
+	orphanDaemonPodsByNamespace = "everynode.io/orphan-daemon-pods-by-namespace"
+	orphanRevisionsByNamespace  = "everynode.io/orphan-revisions-by-namespace"
 )
 
 func nodeNameIndexKey(name string) string    { return "node/" + name }
@@ -65,6 +71,22 @@ func revisionSetKeys(obj interface{}) ([]string, error) {
 	return []string{index.SetKey(rev.Namespace, ref.Name)}, nil
 }
 
+func orphanDaemonPodNamespace(obj interface{}) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || !placement.IsDaemonPod(pod) || placement.ControllerRef(pod) != nil {
+		return nil, nil
+	}
+	return []string{pod.Namespace}, nil
+}
+
+func orphanRevisionNamespace(obj interface{}) ([]string, error) {
+	rev, ok := obj.(*appsv1.ControllerRevision)
+	if !ok || placement.ControllerRef(rev) != nil {
+		return nil, nil
+	}
+	return []string{rev.Namespace}, nil
+}
+
 // addIndexer adds one index to an informer unless it has it already, so
 // two controllers sharing a factory (tests) do not collide.
 func addIndexer(informer cache.SharedIndexInformer, name string, fn cache.IndexFunc) error {
@@ -82,7 +104,17 @@ func addSetIndexers(informer cache.SharedIndexInformer) error {
 }
 
 func addRevisionIndexers(informer cache.SharedIndexInformer) error {
-	return addIndexer(informer, revisionsBySet, revisionSetKeys)
+	if err := addIndexer(informer, revisionsBySet, revisionSetKeys); err != nil {
+		return err
+	}
+	return addIndexer(informer, orphanRevisionsByNamespace, orphanRevisionNamespace)
+}
+
+func addPodIndexers(informer cache.SharedIndexInformer) error {
+	if err := index.AddPodIndexers(informer); err != nil {
+		return err
+	}
+	return addIndexer(informer, orphanDaemonPodsByNamespace, orphanDaemonPodNamespace)
 }
 
 // candidateSets returns the sets that may want to run on node, each once:

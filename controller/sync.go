@@ -51,11 +51,21 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
 	}
-	cur, old, err := c.constructHistory(ctx, ds)
+	adopt := &adoption{c: c, ds: ds}
+	revs, err := c.claimRevisions(ctx, ds, adopt)
+	if err != nil {
+		return fmt.Errorf("claim revisions of DaemonSet %s: %w", key, err)
+	}
+	cur, old, err := c.constructHistory(ctx, ds, revs)
 	if err != nil {
 		return fmt.Errorf("construct revisions of DaemonSet %s: %w", key, err)
 	}
 	hash := cur.Labels[revision.HashLabel]
+	// Adopted pods are expected like creations on their nodes, so claim
+	// before the expectations are read.
+	if _, err := c.claimPods(ctx, ds, adopt); err != nil {
+		return fmt.Errorf("claim pods of DaemonSet %s: %w", key, err)
+	}
 	// Expectations first, pods second, as upstream: the informer indexes a
 	// pod before its handler marks the creation observed, so pods read after
 	// a satisfied check include every pod that satisfied it. Read the other
