@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -140,6 +141,11 @@ type Controller struct {
 
 	// syncHandler is sync, replaceable in tests of the queue plumbing.
 	syncHandler func(ctx context.Context, key cache.ObjectName) error
+
+	// handlers are the event handlers on the shared informers, removed
+	// when Run returns; ran makes a second Run fail.
+	handlers []registeredHandler
+	ran      atomic.Bool
 }
 
 // New makes a controller from cfg and registers its event handlers and
@@ -221,15 +227,28 @@ func eventScheme() *runtime.Scheme {
 	return s
 }
 
-// Run waits for the informer caches, then syncs sets with workers
-// goroutines (and as many node workers) until ctx is done. It returns an
-// error only when the caches never sync.
+// Run waits for the informer caches, catches up with the API server
+// (catchUp), then syncs sets with workers goroutines (and as many node
+// workers) until ctx is done. When it returns, every worker has returned
+// and the controller's event handlers are off the informers: no request of
+// this controller goes out after Run. It returns an error only when the
+// caches never sync. A Controller runs once; a replica that loses and wins
+// back the leader Lease makes a new one, with empty expectations built up
+// again from the caches.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	if workers < 1 {
 		return fmt.Errorf("everynode controller: workers must be at least 1, got %d", workers)
 	}
+	if c.ran.Swap(true) {
+		return errors.New("everynode controller: Run called twice; make a new Controller")
+	}
 	logger := klog.FromContext(ctx)
+	defer func() {
+		if err := c.removeHandlers(); err != nil {
+			logger.Error(err, "Removing the controller's event handlers")
+		}
+	}()
 	eventClient := c.kubeClient
 	if c.eventClient != nil {
 		eventClient = c.eventClient
@@ -251,6 +270,11 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger.Info("Starting everynode controller", "workers", workers)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return fmt.Errorf("everynode controller: informer caches did not sync: %w", context.Cause(ctx))
+	}
+	if err := c.catchUpWithRetry(ctx); err != nil {
+		// Only when ctx is done: stopping, not failing.
+		logger.Info("Stopped before catching up with the API server", "reason", err)
+		return nil
 	}
 	for i := 0; i < workers; i++ {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,28 +22,28 @@ import (
 // node through the index, and enqueues.
 func (c *Controller) addEventHandlers(ctx context.Context, cfg Config) error {
 	logger := klog.FromContext(ctx)
-	if _, err := cfg.DaemonSets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handle(cfg.DaemonSets.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addSet(logger, obj) },
 		UpdateFunc: func(old, cur interface{}) { c.updateSet(logger, old, cur) },
 		DeleteFunc: func(obj interface{}) { c.deleteSet(logger, obj) },
 	}); err != nil {
 		return fmt.Errorf("add DaemonSet event handler: %w", err)
 	}
-	if _, err := cfg.Pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handle(cfg.Pods.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addPod(logger, obj) },
 		UpdateFunc: func(old, cur interface{}) { c.updatePod(logger, old, cur) },
 		DeleteFunc: func(obj interface{}) { c.deletePod(logger, obj) },
 	}); err != nil {
 		return fmt.Errorf("add pod event handler: %w", err)
 	}
-	if _, err := cfg.Nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handle(cfg.Nodes.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addNode(logger, obj) },
 		UpdateFunc: func(old, cur interface{}) { c.updateNode(logger, old, cur) },
 		DeleteFunc: func(obj interface{}) { c.deleteNode(logger, obj) },
 	}); err != nil {
 		return fmt.Errorf("add node event handler: %w", err)
 	}
-	if _, err := cfg.Revisions.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handle(cfg.Revisions.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addRevision(logger, obj) },
 		UpdateFunc: func(old, cur interface{}) { c.updateRevision(logger, old, cur) },
 		DeleteFunc: func(obj interface{}) { c.deleteRevision(logger, obj) },
@@ -50,6 +51,35 @@ func (c *Controller) addEventHandlers(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("add ControllerRevision event handler: %w", err)
 	}
 	return nil
+}
+
+// handle adds h to informer and remembers the registration, which Run
+// removes when it returns: a controller that lost the leader Lease must
+// leave no handler behind on the shared informers, which keep serving the
+// webhooks and the extender.
+func (c *Controller) handle(informer cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+	reg, err := informer.AddEventHandler(h)
+	if err != nil {
+		return err
+	}
+	c.handlers = append(c.handlers, registeredHandler{informer, reg})
+	return nil
+}
+
+// registeredHandler is one event handler the controller added.
+type registeredHandler struct {
+	informer     cache.SharedIndexInformer
+	registration cache.ResourceEventHandlerRegistration
+}
+
+// removeHandlers undoes handle.
+func (c *Controller) removeHandlers() error {
+	var errs []error
+	for _, h := range c.handlers {
+		errs = append(errs, h.informer.RemoveEventHandler(h.registration))
+	}
+	c.handlers = nil
+	return errors.Join(errs...)
 }
 
 // fromTombstone unwraps the object of a delete event whose final state the

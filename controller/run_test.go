@@ -112,3 +112,126 @@ func TestRunErrors(t *testing.T) {
 		t.Error("Run returned nil without synced caches")
 	}
 }
+
+// A replica that loses the Lease stops its controller and, on winning it
+// back, runs a new one on the same, still running informers: the old one
+// sends nothing after Run returns, the new one picks
+// up what changed in between and doubles nothing.
+func TestLeadershipTerms(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kube := kubefake.NewSimpleClientset(newNode("a", nil), newNode("b", nil))
+	var seq atomic.Int64
+	kube.PrependReactor("create", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		pod := action.(clienttesting.CreateAction).GetObject().(*corev1.Pod)
+		n := seq.Add(1)
+		pod.Name = fmt.Sprintf("%s%d", pod.GenerateName, n)
+		pod.UID = types.UID(fmt.Sprint("pod-", n))
+		return false, nil, nil
+	})
+	client := everynodefake.NewSimpleClientset(newSet("agent"))
+	kubeInf := informers.NewSharedInformerFactory(kube, 0)
+	setInf := externalversions.NewSharedInformerFactory(client, 0)
+	newController := func() *Controller {
+		t.Helper()
+		c, err := New(ctx, Config{
+			KubeClient: kube, Client: client,
+			DaemonSets: setInf.Everynode().V1alpha1().DaemonSets(),
+			Pods:       kubeInf.Core().V1().Pods(),
+			Nodes:      kubeInf.Core().V1().Nodes(),
+			Revisions:  kubeInf.Apps().V1().ControllerRevisions(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	perNode := func() map[string]int {
+		list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, p := range list.Items {
+			out[p.Annotations["everynode.io/node-name"]]++
+		}
+		return out
+	}
+	waitFor := func(what string, cond func(map[string]int) bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return cond(perNode()), nil
+		})
+		if err != nil {
+			t.Fatalf("waiting for %s: %v (pods per node %v)", what, err, perNode())
+		}
+	}
+
+	first := newController()
+	kubeInf.Start(ctx.Done())
+	setInf.Start(ctx.Done())
+	termCtx, endTerm := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- first.Run(termCtx, 2) }()
+	waitFor("a pod on a and b", func(m map[string]int) bool { return m["a"] == 1 && m["b"] == 1 })
+	endTerm()
+	if err := <-done; err != nil {
+		t.Fatalf("first term: %v", err)
+	}
+	if err := first.Run(ctx, 1); err == nil {
+		t.Error("a second Run of one controller was accepted")
+	}
+
+	// No leader: a new node waits.
+	if _, err := kube.CoreV1().Nodes().Create(ctx, newNode("c", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kube.ClearActions()
+	time.Sleep(100 * time.Millisecond)
+	for _, a := range kube.Actions() {
+		if a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			t.Errorf("a stopped controller sent %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+
+	second := newController()
+	go func() { done <- second.Run(ctx, 2) }()
+	waitFor("a pod on c", func(m map[string]int) bool { return m["c"] == 1 })
+	for node, n := range perNode() {
+		if n != 1 {
+			t.Errorf("node %s has %d pods after the second term started", node, n)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("second term: %v", err)
+	}
+}
+
+// A pod the API server has and the cache does not yet show (made by the
+// previous leader just before it stopped) is expected by catchUp, so the
+// first sync makes no second pod on its node.
+func TestCatchUpExpectsUncachedPods(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 2)
+	ds := newSet("agent")
+	hash := addSetWithRevision(f, ds)
+	f.add(newPod(ds, "node-0", hash))
+	late := newPod(ds, "node-1", hash)
+	if err := f.kube.Tracker().Add(late); err != nil { // the server only
+		t.Fatal(err)
+	}
+	n, err := f.c.catchUp(f.ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("catchUp = %d, %v; want 1 uncached pod", n, err)
+	}
+	f.mustSync(ds)
+	if got := f.createdNodes(); len(got) != 0 {
+		t.Fatalf("created on %v while the previous leader's pod was not cached yet", got)
+	}
+	f.syncCaches()
+	f.mustSync(ds)
+	if c, d := f.createdNodes(), f.podDeletes(); len(c) != 0 || len(d) != 0 {
+		t.Errorf("created %v, deleted %v once the cache caught up; want nothing", c, d)
+	}
+}
