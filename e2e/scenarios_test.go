@@ -140,14 +140,41 @@ func setTaint(t *testing.T, nodeName string, taint corev1.Taint) {
 	}
 }
 
+// carries is a podsOnNodes check that the pod has the toleration tol.
+func carries(tol corev1.Toleration) func(*corev1.Pod) string {
+	return func(p *corev1.Pod) string {
+		for _, got := range p.Spec.Tolerations {
+			if got.MatchToleration(&tol) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("pod %s lacks the toleration %s:%s", p.Name, tol.Key, tol.Effect)
+	}
+}
+
 // NoSchedule stops new pods but keeps a running one; NoExecute removes it.
+//
+// A NoExecute taint that the pod does not tolerate proves nothing about
+// everynode: kube-controller-manager's taint eviction deletes such a pod
+// itself. So here the pods tolerate the NoExecute taint and the set does not:
+// the set tolerated it when its pods were made, then dropped the toleration,
+// and OnDelete keeps the pods as they were. Taint eviction leaves a pod that
+// tolerates its node's taints alone (a toleration without tolerationSeconds
+// tolerates forever), and the node still exists, so PodGC does not act
+// either: the pod goes only if everynode's controller, which decides from the
+// set's template, deletes it. Without that the wait below times out.
 func TestTaints(t *testing.T) {
 	ns := newNamespace(t)
 	sel := map[string]string{scenarioLabel: "taint-" + randSuffix()}
 	nodes := createNodes(t, "taint", 2, sel)
-	createSet(t, simpleSet(ns, "agent", sel))
-	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
-		return podsOnNodes(t, ns, "agent", nodes, nil)
+	evict := corev1.Taint{Key: "e2e/evict", Value: "x", Effect: corev1.TaintEffectNoExecute}
+	tolerateEvict := corev1.Toleration{Key: evict.Key, Operator: corev1.TolerationOpExists, Effect: evict.Effect}
+	ds := simpleSet(ns, "agent", sel)
+	ds.Spec.UpdateStrategy.Type = appsv1.OnDeleteDaemonSetStrategyType
+	ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{tolerateEvict}
+	createSet(t, ds)
+	eventually(t, settle, "a pod on each node, tolerating "+evict.Key, func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, carries(tolerateEvict))
 	})
 
 	setTaint(t, nodes[0], corev1.Taint{Key: "e2e/dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule})
@@ -165,8 +192,10 @@ func TestTaints(t *testing.T) {
 		return false, "", nil
 	})
 
-	setTaint(t, nodes[1], corev1.Taint{Key: "e2e/evict", Value: "x", Effect: corev1.TaintEffectNoExecute})
-	eventually(t, settle, "the pod to leave the NoExecute-tainted node", func() (bool, string, error) {
+	t.Log("the set stops tolerating " + evict.Key + " (its pods still do), then a node gets that NoExecute taint")
+	updateSet(t, ns, "agent", func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.Tolerations = nil })
+	setTaint(t, nodes[1], evict)
+	eventually(t, settle, "everynode to remove the pod from the NoExecute-tainted node", func() (bool, string, error) {
 		return podsOnNodes(t, ns, "agent", nodes[:1], nil)
 	})
 }
