@@ -55,6 +55,14 @@ type Config struct {
 	Profiling bool
 	// HTTP2 offers HTTP/2 on the HTTPS listener besides HTTP/1.1.
 	HTTP2 bool
+	// ShutdownDelay is how long both listeners keep serving, with /readyz
+	// failing, once Run's context ends: the time the endpoints controller
+	// and kube-proxy take to stop sending this replica new connections.
+	// Zero: no delay.
+	ShutdownDelay time.Duration
+	// DrainTimeout bounds the wait for in-flight requests after the
+	// listeners close; requests still running then are cut. Zero: no wait.
+	DrainTimeout time.Duration
 }
 
 // MaxBodyBytes caps every request body on the HTTPS listener. The webhook
@@ -65,6 +73,13 @@ const MaxBodyBytes = 8 << 20
 // Server runs both listeners.
 type Server struct {
 	secure, health *http.Server
+
+	delay, drainTimeout time.Duration
+	// stopping is Run's ctx.Done(), so /readyz fails from the moment the
+	// context ends, before the shutdown goroutine has even woken up.
+	stopping <-chan struct{}
+	// after is time.After; tests end the delay with a channel instead.
+	after func(time.Duration) <-chan time.Time
 }
 
 // New checks cfg and builds the server; it listens only in Run.
@@ -78,6 +93,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Gatherer == nil || cfg.Registerer == nil {
 		return nil, errors.New("server: a metrics registry is required")
 	}
+	if cfg.ShutdownDelay < 0 || cfg.DrainTimeout < 0 {
+		return nil, errors.New("server: negative shutdown delay or drain timeout")
+	}
+	s := &Server{delay: cfg.ShutdownDelay, drainTimeout: cfg.DrainTimeout, after: time.After}
 	metrics := newRequestMetrics()
 	router, err := secureRouter(cfg.Parts, metrics)
 	if err != nil {
@@ -86,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 	if err := metrics.register(cfg.Registerer); err != nil {
 		return nil, err
 	}
-	secure := &http.Server{
+	s.secure = &http.Server{
 		Addr:              cfg.SecureAddr,
 		Handler:           http.MaxBytesHandler(router, MaxBodyBytes),
 		TLSConfig:         certs.TLSConfig(cfg.Certificates),
@@ -99,16 +118,16 @@ func New(cfg Config) (*Server, error) {
 		ConnState:         metrics.countConnections,
 		ErrorLog:          newErrorLog("https"),
 	}
-	health := &http.Server{
+	s.health = &http.Server{
 		Addr:              cfg.HealthAddr,
-		Handler:           healthRouter(cfg),
+		Handler:           healthRouter(cfg, Check{Name: "shutdown", Check: s.notStopping}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		MaxHeaderBytes:    1 << 16,
 		ErrorLog:          newErrorLog("health"),
 	}
-	return &Server{secure: secure, health: health}, nil
+	return s, nil
 }
 
 // secureProtocols is HTTP/1.1, and HTTP/2 when http2 is set.
@@ -158,12 +177,24 @@ func secureRouter(parts []Routes, m *requestMetrics) (http.Handler, error) {
 	return router, nil
 }
 
-func healthRouter(cfg Config) http.Handler {
+// errShuttingDown is what /readyz reports once Run's context has ended.
+var errShuttingDown = errors.New("shutting down")
+
+func (s *Server) notStopping() error {
+	select {
+	case <-s.stopping:
+		return errShuttingDown
+	default:
+		return nil
+	}
+}
+
+func healthRouter(cfg Config, stopping Check) http.Handler {
 	router := mux.NewRouter()
 	router.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	checks := append([]Check{{Name: "certificate", Check: cfg.Certificates.Healthy}}, cfg.Ready...)
+	checks := append([]Check{stopping, {Name: "certificate", Check: cfg.Certificates.Healthy}}, cfg.Ready...)
 	router.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		var failed []byte
 		for _, c := range checks {
@@ -191,9 +222,8 @@ func healthRouter(cfg Config) http.Handler {
 }
 
 // Run listens on both addresses and serves until ctx ends, then shuts down
-// gracefully: in-flight admission reviews and extender calls finish (up to
-// 20 s) before Run returns. A listener that fails to start or dies stops
-// both.
+// in three steps (see shutdown). A listener that fails to start or dies
+// stops both, without the delay.
 func (s *Server) Run(ctx context.Context) error {
 	secureLn, err := net.Listen("tcp", s.secure.Addr)
 	if err != nil {
@@ -208,25 +238,71 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 func (s *Server) serve(ctx context.Context, secureLn, healthLn net.Listener) error {
+	// Set before the listeners serve, so every probe handler sees it.
+	s.stopping = ctx.Done()
 	errs := make(chan error, 2)
 	go func() { errs <- s.secure.ServeTLS(secureLn, "", "") }()
 	go func() { errs <- s.health.Serve(healthLn) }()
 	klog.InfoS("Serving", "https", secureLn.Addr().String(), "health", healthLn.Addr().String())
 
-	var runErr error
 	select {
 	case <-ctx.Done():
-	case runErr = <-errs:
-		runErr = fmt.Errorf("listener stopped: %w", runErr)
+		return s.shutdown(errs)
+	case err := <-errs:
+		// One listener is gone: this replica is broken, exit now so it
+		// restarts, letting in-flight requests on the other one finish.
+		runErr := fmt.Errorf("listener stopped: %w", err)
+		return errors.Join(runErr, s.drain(time.Now()))
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+}
+
+// shutdown is what a SIGTERM starts. Endpoints stop routing to a pod only
+// some time after it starts terminating, and the API server and
+// kube-scheduler call the webhooks and the extender until then: closing the
+// listeners at once would fail those calls (webhooks with failurePolicy
+// Fail refuse the object). So:
+//
+//  1. /readyz fails at once (notStopping), /healthz stays ok;
+//  2. both listeners keep serving for the delay, while endpoints drop this
+//     replica;
+//  3. the listeners close and in-flight requests get up to the drain
+//     timeout to finish.
+func (s *Server) shutdown(errs <-chan error) error {
+	start := time.Now()
+	klog.InfoS("Shutting down: /readyz fails, still serving until endpoints drop this replica", "delay", s.delay)
+	// Clients that keep a connection open (the API server does, over
+	// HTTP/2 or HTTP/1.1 keep-alive) would go on using this replica after
+	// the endpoints drop it: answer with Connection: close (HTTP/1.1), or
+	// GOAWAY once a connection's open requests are answered (HTTP/2), so
+	// they reconnect through the Service to a replica that stays.
+	s.secure.SetKeepAlivesEnabled(false)
+	select {
+	case <-s.after(s.delay):
+	case err := <-errs:
+		return errors.Join(fmt.Errorf("listener stopped: %w", err), s.drain(start))
+	}
+	return s.drain(start)
+}
+
+// drain closes both listeners and waits up to the drain timeout for
+// in-flight requests; requests still running then are cut.
+func (s *Server) drain(start time.Time) error {
+	drainStart := time.Now()
+	klog.InfoS("Draining in-flight requests", "timeout", s.drainTimeout, "afterDelay", drainStart.Sub(start))
+	ctx, cancel := context.WithTimeout(context.Background(), s.drainTimeout)
 	defer cancel()
-	klog.InfoS("Shutting down HTTP servers")
-	if err := s.secure.Shutdown(shutdownCtx); err != nil && runErr == nil {
-		runErr = fmt.Errorf("shut down https server: %w", err)
+	var errs []error
+	// The HTTPS listener first: the kubelet may still probe the health one.
+	for _, srv := range []struct {
+		name string
+		*http.Server
+	}{{"https", s.secure}, {"health", s.health}} {
+		if err := srv.Shutdown(ctx); err != nil {
+			klog.ErrorS(err, "Drain did not finish, cutting the requests still running", "server", srv.name, "timeout", s.drainTimeout)
+			_ = srv.Close()
+			errs = append(errs, fmt.Errorf("shut down %s server: %w", srv.name, err))
+		}
 	}
-	if err := s.health.Shutdown(shutdownCtx); err != nil && runErr == nil {
-		runErr = fmt.Errorf("shut down health server: %w", err)
-	}
-	return runErr
+	klog.InfoS("HTTP servers stopped", "drain", time.Since(drainStart), "total", time.Since(start))
+	return errors.Join(errs...)
 }

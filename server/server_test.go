@@ -35,12 +35,46 @@ func (f *fakeSource) Healthy() error                  { return f.healthy }
 // startServer runs a Server on loopback ports and returns its base URLs.
 func startServer(t *testing.T, cfg Config) (secureURL, healthURL string) {
 	t.Helper()
+	if cfg.DrainTimeout == 0 {
+		// As before the timeout was configurable: a connection closing as
+		// the test ends must not fail it.
+		cfg.DrainTimeout = 20 * time.Second
+	}
+	ts := runServer(t, cfg, nil)
+	t.Cleanup(func() {
+		if err := ts.stop(); err != nil {
+			t.Errorf("serve returned %v on shutdown", err)
+		}
+	})
+	return ts.secureURL, ts.healthURL
+}
+
+// testServer is a Server running on loopback ports.
+type testServer struct {
+	secureURL, healthURL string
+	cancel               context.CancelFunc
+	done                 chan error // serve's result
+}
+
+// stop cancels the run context and waits for serve to return.
+func (ts *testServer) stop() error {
+	ts.cancel()
+	return <-ts.done
+}
+
+// runServer builds a Server, lets prepare change it (test hooks), and
+// serves it on loopback ports until the test ends or ts.stop.
+func runServer(t *testing.T, cfg Config, prepare func(*Server)) *testServer {
+	t.Helper()
 	cfg.SecureAddr, cfg.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
 	reg := prometheus.NewRegistry()
 	cfg.Gatherer, cfg.Registerer = reg, reg
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(s)
 	}
 	secureLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,13 +87,14 @@ func startServer(t *testing.T, cfg Config) (secureURL, healthURL string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.serve(ctx, secureLn, healthLn) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve returned %v on shutdown", err)
-		}
-	})
-	return "https://" + secureLn.Addr().String(), "http://" + healthLn.Addr().String()
+	// Whatever the test did, serve must not outlive it.
+	t.Cleanup(cancel)
+	return &testServer{
+		secureURL: "https://" + secureLn.Addr().String(),
+		healthURL: "http://" + healthLn.Addr().String(),
+		cancel:    cancel,
+		done:      done,
+	}
 }
 
 func testCert(t *testing.T) *tls.Certificate {
@@ -228,4 +263,150 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+// post sends an empty JSON POST over HTTP/1.1 from any goroutine.
+func post(url string) (code int, body string, err error) {
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := client.Post(url, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// blocking answers "finished" once release is closed, after closing started.
+func blocking(started chan<- struct{}, release <-chan struct{}) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		close(started)
+		<-release
+		_, _ = w.Write([]byte("finished"))
+	})
+}
+
+func TestShutdownFailsReadyzAndKeepsServing(t *testing.T) {
+	endDelay := make(chan time.Time)
+	var delay time.Duration
+	ts := runServer(t, Config{
+		Certificates:  &fakeSource{cert: testCert(t)},
+		Parts:         []Routes{{"/hook": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("served")) })}},
+		ShutdownDelay: time.Hour, // ended by endDelay instead
+		DrainTimeout:  time.Minute,
+	}, func(s *Server) {
+		s.after = func(d time.Duration) <-chan time.Time { delay = d; return endDelay }
+	})
+	if code, body, _ := do(t, http.MethodGet, ts.healthURL+"/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz before shutdown: %d %q", code, body)
+	}
+
+	ts.cancel()
+	code, body, _ := do(t, http.MethodGet, ts.healthURL+"/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "[-]shutdown: shutting down") {
+		t.Errorf("readyz right after cancel: %d %q, want 503 saying shutting down", code, body)
+	}
+	if code, body, _ := do(t, http.MethodGet, ts.healthURL+"/healthz"); code != http.StatusOK {
+		t.Errorf("healthz during the delay: %d %q, want 200", code, body)
+	}
+	code, body, resp := do(t, http.MethodPost, ts.secureURL+"/hook")
+	if code != http.StatusOK || body != "served" {
+		t.Errorf("webhook route during the delay: %d %q, want 200 served", code, body)
+	}
+	if !resp.Close {
+		t.Error("a response during the delay keeps the connection; want Connection: close so the client reconnects elsewhere")
+	}
+
+	close(endDelay)
+	if err := <-ts.done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if delay != time.Hour {
+		t.Errorf("waited %v, want the configured ShutdownDelay", delay)
+	}
+}
+
+func TestShutdownDrainsInFlightRequests(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	started, release, draining := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	ts := runServer(t, Config{
+		Certificates:  &fakeSource{cert: testCert(t)},
+		Parts:         []Routes{{"/slow": blocking(started, release)}},
+		ShutdownDelay: delay,
+		DrainTimeout:  time.Minute, // only a bound: the request is released below
+	}, func(s *Server) {
+		// Shutdown runs this once it has closed the listeners.
+		s.secure.RegisterOnShutdown(func() { close(draining) })
+	})
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		code, body, err := post(ts.secureURL + "/slow")
+		got <- result{code, body, err}
+	}()
+	<-started
+
+	cancelled := time.Now()
+	ts.cancel()
+	<-draining
+	if waited := time.Since(cancelled); waited < delay {
+		t.Errorf("listeners closed %v after cancel, before the %v delay", waited, delay)
+	}
+	if _, _, err := post(ts.secureURL + "/slow"); err == nil {
+		t.Error("a new request was served after the listeners closed")
+	}
+	close(release)
+	if r := <-got; r.err != nil || r.code != http.StatusOK || r.body != "finished" {
+		t.Errorf("in-flight request: %d %q %v, want 200 finished", r.code, r.body, r.err)
+	}
+	if err := <-ts.done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+}
+
+func TestShutdownReturnsAfterDelayAndDrainTimeout(t *testing.T) {
+	const delay, drain = 30 * time.Millisecond, 30 * time.Millisecond
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release) // after the test: the handler outlives its connection
+	ts := runServer(t, Config{
+		Certificates:  &fakeSource{cert: testCert(t)},
+		Parts:         []Routes{{"/stuck": blocking(started, release)}},
+		ShutdownDelay: delay,
+		DrainTimeout:  drain,
+	}, nil)
+	cut := make(chan error, 1)
+	go func() { _, _, err := post(ts.secureURL + "/stuck"); cut <- err }()
+	<-started
+
+	cancelled := time.Now()
+	ts.cancel()
+	select {
+	case err := <-ts.done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("serve returned %v, want the drain's deadline exceeded", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("serve did not return with a request stuck past the drain timeout")
+	}
+	if waited := time.Since(cancelled); waited < delay+drain {
+		t.Errorf("serve returned %v after cancel, before delay %v + drain %v", waited, delay, drain)
+	}
+	if err := <-cut; err == nil {
+		t.Error("the stuck request got an answer; want its connection cut")
+	}
+}
+
+func TestNewRefusesNegativeShutdownDurations(t *testing.T) {
+	for _, cfg := range []Config{{ShutdownDelay: -time.Second}, {DrainTimeout: -time.Second}} {
+		reg := prometheus.NewRegistry()
+		cfg.SecureAddr, cfg.HealthAddr, cfg.Gatherer, cfg.Registerer = ":0", ":1", reg, reg
+		cfg.Certificates = &fakeSource{cert: testCert(t)}
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New accepted delay %v, drain timeout %v", cfg.ShutdownDelay, cfg.DrainTimeout)
+		}
+	}
 }

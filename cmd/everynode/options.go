@@ -28,6 +28,9 @@ type serveOptions struct {
 	profiling  bool
 	http2      bool
 
+	shutdownDelay        time.Duration
+	shutdownDrainTimeout time.Duration
+
 	certMode              string
 	tlsCertFile           string
 	tlsKeyFile            string
@@ -61,6 +64,13 @@ func defaultServeOptions() *serveOptions {
 		renewDeadline:     10 * time.Second,
 		retryPeriod:       2 * time.Second,
 		controllerWorkers: 4,
+
+		// The delay covers the endpoints controller and kube-proxy
+		// catching up with a terminating pod (a few seconds in a healthy
+		// cluster); the drain covers the slowest call in flight, a webhook
+		// (5-10 s timeouts) or extender call (5 s), with margin.
+		shutdownDelay:        5 * time.Second,
+		shutdownDrainTimeout: 20 * time.Second,
 	}
 }
 
@@ -72,6 +82,8 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.secureAddr, "secure-addr", o.secureAddr, "HTTPS listen address of the webhook and extender routes.")
 	fs.StringVar(&o.healthAddr, "health-addr", o.healthAddr, "Plain-HTTP listen address of /healthz, /readyz and /metrics.")
 	fs.BoolVar(&o.profiling, "profiling", o.profiling, "Serve /debug/pprof on the health address.")
+	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", o.shutdownDelay, "On SIGTERM, how long to keep serving the webhooks and the extender with /readyz failing, before the listeners close: the time endpoints and kube-proxy take to stop routing to this replica. 0: close at once.")
+	fs.DurationVar(&o.shutdownDrainTimeout, "shutdown-drain-timeout", o.shutdownDrainTimeout, "After --shutdown-delay, how long requests already in flight may take to finish before they are cut. 0: cut them at once.")
 	fs.BoolVar(&o.http2, "http2", o.http2, "Offer HTTP/2 on the HTTPS listener besides HTTP/1.1. kube-apiserver sends concurrent webhook calls over one HTTP/2 connection; over HTTP/1.1 it keeps only 25 idle connections and opens a new TLS connection for every call beyond them.")
 
 	fs.StringVar(&o.certMode, "cert-mode", o.certMode, `Where the serving certificate comes from: "file" (--tls-cert-file and --tls-key-file, reloaded when they change) or "self-signed" (a CA kept in the Secret --ca-secret-name, injected into --webhook-configurations).`)
@@ -103,6 +115,14 @@ func (o *serveOptions) validate() error {
 	}
 	if o.secureAddr == o.healthAddr {
 		errs = append(errs, errors.New("--secure-addr and --health-addr must differ"))
+	}
+	for _, d := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--shutdown-delay", o.shutdownDelay}, {"--shutdown-drain-timeout", o.shutdownDrainTimeout}} {
+		if d.d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %v", d.flag, d.d))
+		}
 	}
 	if o.kubeAPIQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps must be positive, got %v", o.kubeAPIQPS))

@@ -21,6 +21,8 @@ func TestServeFlagErrorsAreUsageErrors(t *testing.T) {
 		"zero qps":            {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--kube-api-qps=0"}, wantMsg: "--kube-api-qps must be positive"},
 		"zero workers":        {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--controller-workers=0"}, wantMsg: "--controller-workers must be at least 1"},
 		"bad lease durations": {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--leader-elect-renew-deadline=1m"}, wantMsg: "lease-duration > renew-deadline"},
+		"negative delay":      {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--shutdown-delay=-1s"}, wantMsg: "--shutdown-delay must not be negative"},
+		"negative drain":      {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--shutdown-drain-timeout=-1s"}, wantMsg: "--shutdown-drain-timeout must not be negative"},
 		"bad verbosity":       {args: []string{"serve", "-v=abc"}, wantMsg: "invalid argument"},
 	}
 	for name, tc := range tests {
@@ -50,5 +52,10 @@ func TestServeValidOptions(t *testing.T) {
 	o.tlsCertFile, o.tlsKeyFile, o.namespace = "a", "b", "x"
 	if err := o.validate(); err != nil {
 		t.Fatalf("valid options rejected: %v", err)
+	}
+	// Zero turns the shutdown delay and drain off; only negative is wrong.
+	o.shutdownDelay, o.shutdownDrainTimeout = 0, 0
+	if err := o.validate(); err != nil {
+		t.Fatalf("zero shutdown delay and drain timeout rejected: %v", err)
 	}
 }

@@ -187,15 +187,17 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	}
 
 	srv, err := server.New(server.Config{
-		SecureAddr:   o.secureAddr,
-		HealthAddr:   o.healthAddr,
-		Certificates: src,
-		Parts:        p.routes,
-		Ready:        []server.Check{{Name: "informers", Check: p.synced}},
-		Gatherer:     registry,
-		Registerer:   registry,
-		Profiling:    o.profiling,
-		HTTP2:        o.http2,
+		SecureAddr:    o.secureAddr,
+		HealthAddr:    o.healthAddr,
+		Certificates:  src,
+		Parts:         p.routes,
+		Ready:         []server.Check{{Name: "informers", Check: p.synced}},
+		Gatherer:      registry,
+		Registerer:    registry,
+		Profiling:     o.profiling,
+		HTTP2:         o.http2,
+		ShutdownDelay: o.shutdownDelay,
+		DrainTimeout:  o.shutdownDrainTimeout,
 	})
 	if err != nil {
 		return err
