@@ -67,6 +67,13 @@ has default 'topologyKey: kubernetes.io/hostname'
 has default 'path: /healthz'
 has default 'path: /readyz'
 has default 'fieldPath: metadata.namespace'
+# Graceful shutdown: preStop sleep, then --shutdown-delay and the drain, all
+# inside the grace period.
+has default '"--shutdown-delay=5s"'
+has default '"--shutdown-drain-timeout=20s"'
+has default '^      terminationGracePeriodSeconds: 40$'
+count default 1 '^            preStop:$'
+has default '^                seconds: 5$'
 count default 4 '^    failurePolicy: Fail$'
 count default 1 '^    failurePolicy: Ignore$'
 count default 5 '^    sideEffects: None$'
@@ -173,6 +180,13 @@ has own-service-account "expression: \"request.userInfo.username != 'system:serv
 render no-leader-election --set leaderElection.enabled=false --set replicaCount=1
 has no-leader-election '"--leader-elect=false"'
 
+render no-prestop --set shutdown.preStopSleepSeconds=0 --set shutdown.delaySeconds=10 \
+  --set shutdown.drainTimeoutSeconds=30 --set shutdown.terminationGracePeriodSeconds=45
+hasnt no-prestop 'preStop:'
+has no-prestop '"--shutdown-delay=10s"'
+has no-prestop '"--shutdown-drain-timeout=30s"'
+has no-prestop '^      terminationGracePeriodSeconds: 45$'
+
 # Every values file under ci/ (chart-testing convention) renders too.
 for f in "$CHART"/ci/*-values.yaml; do
   [[ -e "$f" ]] || continue
@@ -187,6 +201,8 @@ refuse http-url 'url' --set external.url=http://127.0.0.1:8443
 refuse two-cert-modes 'mutually exclusive' --set certManager.enabled=true --set tls.existingSecret=x --set tls.caBundle="$CA"
 refuse secret-without-ca 'needs tls.caBundle' --set tls.existingSecret=x
 refuse issuer-without-cm 'only used with certManager' --set certManager.issuerRef.name=x
+refuse negative-delay 'delaySeconds' --set shutdown.delaySeconds=-1
+refuse grace-too-short 'terminationGracePeriodSeconds \(30\) must exceed .* \(30\)' --set shutdown.terminationGracePeriodSeconds=30
 
 if ((fails)); then
   echo "chart-lint: $fails check(s) failed" >&2

@@ -179,6 +179,22 @@ outside the cluster (external.url), so both always agree.
 {{- end }}
 -v={{ .Values.logLevel }}
 --http2={{ .Values.http2 }}
+--shutdown-delay={{ .Values.shutdown.delaySeconds }}s
+--shutdown-drain-timeout={{ .Values.shutdown.drainTimeoutSeconds }}s
+{{- end }}
+
+{{/*
+terminationGracePeriodSeconds, checked: the kubelet kills the container when
+it ends, counting from the start of the preStop hook, so it must leave room
+for the preStop sleep, the shutdown delay and the whole drain.
+*/}}
+{{- define "everynode.terminationGracePeriodSeconds" -}}
+{{- $s := .Values.shutdown }}
+{{- $need := add $s.preStopSleepSeconds $s.delaySeconds $s.drainTimeoutSeconds }}
+{{- if le (int $s.terminationGracePeriodSeconds) (int $need) }}
+{{- fail (printf "shutdown.terminationGracePeriodSeconds (%d) must exceed preStopSleepSeconds + delaySeconds + drainTimeoutSeconds (%d)" (int $s.terminationGracePeriodSeconds) (int $need)) }}
+{{- end }}
+{{- int $s.terminationGracePeriodSeconds }}
 {{- end }}
 
 {{/*
