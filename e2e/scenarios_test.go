@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -82,13 +83,60 @@ func TestSeedManifestRunsOnEveryNode(t *testing.T) {
 	})
 }
 
+// unschedulable is an extended resource no node offers: a pod asking for it
+// is never bound.
+const unschedulable = corev1.ResourceName("e2e.everynode.io/unschedulable")
+
+// unboundPodsFor checks that the set has exactly one pod for each of nodes,
+// by target node, none of them bound, and no pod for any other node.
+func unboundPodsFor(t *testing.T, ns, set string, nodes []string) (bool, string, error) {
+	var problems []string
+	byTarget := map[string][]string{}
+	for _, p := range daemonPods(t, ns, set) {
+		if p.Spec.NodeName != "" {
+			problems = append(problems, fmt.Sprintf("pod %s is bound to %s", p.Name, p.Spec.NodeName))
+		}
+		target, _ := placement.TargetNode(&p)
+		byTarget[target] = append(byTarget[target], p.Name)
+	}
+	for _, n := range nodes {
+		if len(byTarget[n]) != 1 {
+			problems = append(problems, fmt.Sprintf("%s: %d pods", n, len(byTarget[n])))
+		}
+		delete(byTarget, n)
+	}
+	for n, pods := range byTarget {
+		problems = append(problems, fmt.Sprintf("pods %v for node %s", pods, n))
+	}
+	slices.Sort(problems)
+	return len(problems) == 0, strings.Join(problems, "; "), nil
+}
+
+// A node that joins gets the set's pod; a node that leaves loses it.
+//
+// A Running pod leaving with its node proves nothing about everynode:
+// kube-controller-manager's PodGC deletes the pods bound to a node that no
+// longer exists itself (after a 40 s quarantine). So a second set, parked,
+// asks for a resource no node has: its pods stay Pending, never bound. PodGC
+// only collects pods bound to a missing node, and the scheduler only keeps
+// retrying a pod pinned to a node that is gone, so parked's pod for the
+// deleted node goes only if everynode's controller, which knows each pod's
+// target node, deletes it; without that the last wait times out. (Bound or
+// not, everynode treats a pod whose target node is gone the same way.)
 func TestNodeJoinsAndLeaves(t *testing.T) {
 	ns := newNamespace(t)
 	sel := map[string]string{scenarioLabel: "join-" + randSuffix()}
 	nodes := createNodes(t, "join", 2, sel)
 	createSet(t, simpleSet(ns, "agent", sel))
+	parked := simpleSet(ns, "parked", sel)
+	one := corev1.ResourceList{unschedulable: resource.MustParse("1")}
+	parked.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
+	createSet(t, parked)
 	eventually(t, settle, "a pod on each of the 2 nodes", func() (bool, string, error) {
 		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+	eventually(t, settle, "an unbound parked pod for each of the 2 nodes", func() (bool, string, error) {
+		return unboundPodsFor(t, ns, "parked", nodes)
 	})
 
 	t.Log("a node joins: a pod follows")
@@ -96,14 +144,20 @@ func TestNodeJoinsAndLeaves(t *testing.T) {
 	eventually(t, settle, "a pod on the new node", func() (bool, string, error) {
 		return podsOnNodes(t, ns, "agent", nodes, nil)
 	})
+	eventually(t, settle, "an unbound parked pod for the new node", func() (bool, string, error) {
+		return unboundPodsFor(t, ns, "parked", nodes)
+	})
 
-	t.Log("a node leaves: its pod is collected")
+	t.Log("a node leaves: its pods are collected")
 	gone := nodes[0]
 	if err := kube.CoreV1().Nodes().Delete(ctx(t), gone, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, settle, "the pod of the deleted node to go", func() (bool, string, error) {
 		return podsOnNodes(t, ns, "agent", nodes[1:], nil)
+	})
+	eventually(t, settle, "everynode to delete the unbound parked pod of the deleted node", func() (bool, string, error) {
+		return unboundPodsFor(t, ns, "parked", nodes[1:])
 	})
 }
 
