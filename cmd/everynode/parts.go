@@ -27,9 +27,11 @@ type partsConfig struct {
 
 // parts are the built webhook and extender routes and the controller.
 type parts struct {
-	routes     []server.Routes
-	controller controllerRunner
-	synced     func() error
+	routes []server.Routes
+	// newController makes the controller of one leadership term; it is
+	// called from one goroutine only.
+	newController func(context.Context) (controllerRunner, error)
+	synced        func() error
 }
 
 // buildParts wires every part to the shared informers. Informers must be
@@ -43,18 +45,35 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 		return nil, err
 	}
 
-	ctrl, err := controller.New(ctx, controller.Config{
-		KubeClient:  cfg.clients.controllerKube,
-		Client:      cfg.clients.controllerEverynode,
-		Budget:      cfg.clients.budget,
-		EventClient: cfg.clients.controllerEvents,
-		DaemonSets:  setInformer,
-		Pods:        podInformer,
-		Nodes:       nodeInformer,
-		Revisions:   cfg.kubeFactory.Apps().V1().ControllerRevisions(),
-	})
+	// The controller's informers must be known to the factories before
+	// they start; the controller itself is made per leadership term.
+	revisionInformer := cfg.kubeFactory.Apps().V1().ControllerRevisions()
+	revisionInformer.Informer()
+	newController := func(ctx context.Context) (controllerRunner, error) {
+		return controller.New(ctx, controller.Config{
+			KubeClient:  cfg.clients.controllerKube,
+			Client:      cfg.clients.controllerEverynode,
+			Budget:      cfg.clients.budget,
+			EventClient: cfg.clients.controllerEvents,
+			DaemonSets:  setInformer,
+			Pods:        podInformer,
+			Nodes:       nodeInformer,
+			Revisions:   revisionInformer,
+		})
+	}
+	// One now, so that a wiring error stops serve at start, and so its
+	// indexes are on the informers before they start.
+	first, err := newController(ctx)
 	if err != nil {
 		return nil, err
+	}
+	firstTaken := false
+	nextController := func(ctx context.Context) (controllerRunner, error) {
+		if !firstTaken {
+			firstTaken = true
+			return first, nil
+		}
+		return newController(ctx)
 	}
 	controller.RegisterMetrics(cfg.registry)
 	cfg.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -85,8 +104,8 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	extender.RegisterMetrics(cfg.registry)
 
 	p := &parts{
-		routes:     []server.Routes{hooks, ext.Routes()},
-		controller: ctrl,
+		routes:        []server.Routes{hooks, ext.Routes()},
+		newController: nextController,
 		synced: func() error {
 			if !nodes.HasSynced() || !pods.HasSynced() || !sets.HasSynced() || !ext.HasSynced() {
 				return errors.New("informer caches not synced yet")

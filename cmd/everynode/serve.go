@@ -22,8 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
@@ -209,14 +207,20 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		injector := certs.NewCABundleInjector(c.kube, o.namespace, o.caSecretName, o.webhookConfigurations)
 		g.Go(func() error { return injector.Run(ctx) })
 	}
-	kubeFactory.Start(ctx.Done())
-	daemonPodFactory.Start(ctx.Done())
-	setFactory.Start(ctx.Done())
+	// The informers outlive the shutdown signal: the webhooks and the
+	// extender keep answering from live caches while the server's shutdown
+	// delay and drain run, and stop only once the server has returned.
+	informersCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopInformers()
+	kubeFactory.Start(informersCtx.Done())
+	daemonPodFactory.Start(informersCtx.Done())
+	setFactory.Start(informersCtx.Done())
 	g.Go(func() error { return srv.Run(ctx) })
-	if p.controller != nil {
-		g.Go(func() error { return runController(ctx, o, c, p.controller) })
+	if p.newController != nil {
+		g.Go(func() error { return runController(ctx, o, c, p.newController) })
 	}
 	err = g.Wait()
+	stopInformers()
 	kubeFactory.Shutdown()
 	daemonPodFactory.Shutdown()
 	setFactory.Shutdown()
@@ -253,56 +257,4 @@ func whoAmI(ctx context.Context, kube kubernetes.Interface) (string, error) {
 		return "", errors.New("the API server returned an empty username")
 	}
 	return review.Status.UserInfo.Username, nil
-}
-
-// controllerRunner is what leader election runs.
-type controllerRunner interface {
-	Run(ctx context.Context, workers int) error
-}
-
-// runController runs ctrl while this replica holds the Lease (or always,
-// without leader election). Losing the Lease ends the process with an
-// error: a clean restart is the only safe way back to follower, because the
-// controller's caches and expectations assumed it was alone.
-func runController(ctx context.Context, o *serveOptions, c *clients, ctrl controllerRunner) error {
-	if !o.leaderElect {
-		return ctrl.Run(ctx, o.controllerWorkers)
-	}
-	identity, err := os.Hostname()
-	if err != nil {
-		return fmt.Errorf("leader election identity: %w", err)
-	}
-	identity = fmt.Sprintf("%s_%d", identity, os.Getpid())
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.namespace, o.leaderElectionID,
-		c.kube.CoreV1(), c.kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
-	if err != nil {
-		return fmt.Errorf("leader election lock: %w", err)
-	}
-	runErr := make(chan error, 1)
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   o.leaseDuration,
-		RenewDeadline:   o.renewDeadline,
-		RetryPeriod:     o.retryPeriod,
-		ReleaseOnCancel: true,
-		Name:            o.leaderElectionID,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				klog.InfoS("Became leader, starting the controller", "identity", identity)
-				runErr <- ctrl.Run(ctx, o.controllerWorkers)
-			},
-			OnStoppedLeading: func() { klog.InfoS("Stopped leading", "identity", identity) },
-		},
-	})
-	if ctx.Err() != nil {
-		return nil
-	}
-	select {
-	case err := <-runErr:
-		if err != nil {
-			return err
-		}
-	default:
-	}
-	return errors.New("lost the leader election lease")
 }

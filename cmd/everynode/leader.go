@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+)
+
+// controllerRunner is what a leadership term runs.
+type controllerRunner interface {
+	Run(ctx context.Context, workers int) error
+}
+
+// releaseTimeout bounds the Lease release at shutdown.
+const releaseTimeout = 5 * time.Second
+
+// runController runs the controller while this replica holds the Lease (or
+// always, without leader election), one new controller per term. Losing
+// the Lease stops the controller, waits for its workers, and rejoins the
+// election; the process, its webhooks and its extender keep serving. On
+// shutdown the Lease is released only after the controller has returned,
+// so the next leader never overlaps with a worker of this one.
+func runController(ctx context.Context, o *serveOptions, c *clients, newController func(context.Context) (controllerRunner, error)) error {
+	if !o.leaderElect {
+		ctrl, err := newController(ctx)
+		if err != nil {
+			return err
+		}
+		return ctrl.Run(ctx, o.controllerWorkers)
+	}
+	identity, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("leader election identity: %w", err)
+	}
+	identity = fmt.Sprintf("%s_%d", identity, os.Getpid())
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.namespace, o.leaderElectionID,
+		c.kube.CoreV1(), c.kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+	if err != nil {
+		return fmt.Errorf("leader election lock: %w", err)
+	}
+	for {
+		led, err := leadOnce(ctx, o, lock, identity, newController)
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			if led {
+				releaseLease(lock, identity)
+			}
+			return nil
+		}
+		klog.InfoS("Lost the leader Lease: the controller has stopped, webhooks and extender keep serving; rejoining the election", "identity", identity)
+	}
+}
+
+// term is one leadership term's controller, guarded against a start that
+// comes after the elector gave up (client-go starts OnStartedLeading in a
+// goroutine of its own and does not wait for it).
+type term struct {
+	mu      sync.Mutex
+	over    bool
+	running bool
+	done    chan struct{}
+	err     error
+}
+
+// leadOnce campaigns for the Lease and, when it wins, runs a new controller
+// until the Lease is lost or ctx is done. It returns once that controller
+// has returned; led tells whether it ran one.
+func leadOnce(ctx context.Context, o *serveOptions, lock resourcelock.Interface, identity string,
+	newController func(context.Context) (controllerRunner, error)) (led bool, err error) {
+	t := &term{done: make(chan struct{})}
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:          lock,
+		LeaseDuration: o.leaseDuration,
+		RenewDeadline: o.renewDeadline,
+		RetryPeriod:   o.retryPeriod,
+		// Released by runController once the controller has returned;
+		// client-go would release it while workers may still be mid-sync.
+		ReleaseOnCancel: false,
+		Name:            o.leaderElectionID,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(termCtx context.Context) {
+				t.mu.Lock()
+				if t.over {
+					t.mu.Unlock()
+					return
+				}
+				t.running = true
+				t.mu.Unlock()
+				defer close(t.done)
+				klog.InfoS("Became leader, starting the controller", "identity", identity)
+				ctrl, err := newController(termCtx)
+				if err == nil {
+					err = ctrl.Run(termCtx, o.controllerWorkers)
+				}
+				t.err = err
+			},
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		return false, fmt.Errorf("leader election: %w", err)
+	}
+	elector.Run(ctx)
+	stopped := time.Now()
+	t.mu.Lock()
+	t.over = true
+	running := t.running
+	t.mu.Unlock()
+	if !running {
+		return false, nil
+	}
+	<-t.done
+	// The next leader may take over LeaseDuration after our last renewal,
+	// which was at least RenewDeadline ago: the controller must stop within
+	// the difference.
+	if took, margin := time.Since(stopped), o.leaseDuration-o.renewDeadline; took > margin {
+		klog.InfoS("The controller took longer to stop than the gap before another replica may lead", "took", took, "gap", margin)
+	} else {
+		klog.InfoS("Stopped leading; the controller has returned", "identity", identity, "took", took)
+	}
+	return true, t.err
+}
+
+// releaseLease gives the Lease up if this replica still holds it, as
+// client-go's ReleaseOnCancel would, but only once the controller has
+// returned. The next replica then leads within a retry period instead of
+// a lease duration.
+func releaseLease(lock resourcelock.Interface, identity string) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	record, _, err := lock.Get(ctx)
+	if err != nil {
+		klog.ErrorS(err, "Could not read the Lease to release it; the next leader waits for it to expire")
+		return
+	}
+	if record.HolderIdentity != identity {
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	released := resourcelock.LeaderElectionRecord{
+		LeaderTransitions:    record.LeaderTransitions,
+		LeaseDurationSeconds: 1,
+		RenewTime:            now,
+		AcquireTime:          now,
+	}
+	if err := lock.Update(ctx, released); err != nil {
+		klog.ErrorS(err, "Could not release the Lease; the next leader waits for it to expire")
+		return
+	}
+	klog.InfoS("Released the leader Lease", "identity", identity)
+}

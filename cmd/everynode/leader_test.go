@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+)
+
+// fakeController records its terms. Run takes a while to return after its
+// context ends, as a worker mid-sync would.
+type fakeController struct {
+	log   *eventLog
+	term  int
+	delay time.Duration
+}
+
+func (f *fakeController) Run(ctx context.Context, _ int) error {
+	f.log.add("start", f.term)
+	<-ctx.Done()
+	time.Sleep(f.delay)
+	f.log.add("return", f.term)
+	return nil
+}
+
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) add(what string, term int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, what+string(rune('0'+term)))
+}
+
+func (l *eventLog) snapshot() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.events...)
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Losing the Lease stops the controller and rejoins the election without
+// ending runController (the process keeps serving); winning it back starts
+// a new controller. On shutdown the Lease is released only after the
+// controller has returned.
+func TestLeaderLossRejoinsAndShutdownReleasesAfterTheController(t *testing.T) {
+	kube := kubefake.NewClientset()
+	var failRenewals, released atomic.Bool
+	log := &eventLog{}
+	kube.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if failRenewals.Load() {
+			return true, nil, errors.New("etcd is slow today")
+		}
+		lease := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if ptr.Deref(lease.Spec.HolderIdentity, "") == "" {
+			log.add("release", 0)
+			released.Store(true)
+		}
+		return false, nil, nil
+	})
+	o := defaultServeOptions()
+	o.namespace = "everynode-system"
+	o.leaseDuration, o.renewDeadline, o.retryPeriod = 400*time.Millisecond, 300*time.Millisecond, 50*time.Millisecond
+	terms := 0
+	newController := func(context.Context) (controllerRunner, error) {
+		terms++
+		return &fakeController{log: log, term: terms, delay: 100 * time.Millisecond}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runController(ctx, o, &clients{kube: kube}, newController) }()
+
+	waitUntil(t, "the first term", func() bool { return len(log.snapshot()) >= 1 })
+	failRenewals.Store(true)
+	waitUntil(t, "the first controller to return", func() bool { return len(log.snapshot()) >= 2 })
+	select {
+	case err := <-done:
+		t.Fatalf("runController returned %v on leader loss; it must rejoin the election", err)
+	default:
+	}
+	failRenewals.Store(false)
+	waitUntil(t, "the second term", func() bool { return len(log.snapshot()) >= 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("runController: %v", err)
+	}
+	got := log.snapshot()
+	want := []string{"start1", "return1", "start2", "return2", "release0"}
+	if len(got) != len(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("events %v, want %v (the Lease released only after the controller returned)", got, want)
+		}
+	}
+	if !released.Load() {
+		t.Error("the Lease was not released at shutdown")
+	}
+}
