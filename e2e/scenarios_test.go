@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -256,6 +257,15 @@ func TestTaints(t *testing.T) {
 
 // Daemon pods carry exactly one required node affinity term pinning them to
 // their node, and the upstream default daemon tolerations.
+//
+// The controller pins and tolerates the pods it makes itself, so that alone
+// would pass with /mutate/pod doing nothing. What only /mutate/pod does is
+// apply the set's nodeOverrides, then stamp the pod again so no override
+// can undo the pin or the tolerations. So agent has an override for one node
+// that replaces the required node affinity and the tolerations with its own:
+// on that node the override's toleration must be there (else /mutate/pod
+// did not patch the pod) and the pin and the default tolerations too (else
+// it did not stamp after the override).
 func TestPodsArePinnedAndTolerate(t *testing.T) {
 	ns := newNamespace(t)
 	sel := map[string]string{scenarioLabel: "pin-" + randSuffix()}
@@ -269,6 +279,25 @@ func TestPodsArePinnedAndTolerate(t *testing.T) {
 		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 1, Preference: corev1.NodeSelectorTerm{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpExists}},
 		}}},
+	}}
+	overridden := nodes[1]
+	overrideToleration := corev1.Toleration{Key: "e2e/override", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	// The override's affinity still lets the pod run on its node, so a pod
+	// left with it is reported as unpinned rather than as Pending.
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{
+		"tolerations": []corev1.Toleration{overrideToleration},
+		"affinity": map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{overridden},
+			}}}},
+		}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{{
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelHostname: overridden}},
+		Patch:        runtime.RawExtension{Raw: patch},
 	}}
 	createSet(t, ds)
 	hostNet := simpleSet(ns, "hostnet", sel)
@@ -300,17 +329,24 @@ func TestPodsArePinnedAndTolerate(t *testing.T) {
 					return fmt.Sprintf("toleration %s:%s present %d times, want once", tol.Key, tol.Effect, n)
 				}
 			}
-			if !hostNetwork {
-				for _, got := range p.Spec.Tolerations {
-					if got.Key == corev1.TaintNodeNetworkUnavailable {
-						return "network-unavailable toleration on a pod without hostNetwork"
-					}
+			if hostNetwork {
+				return ""
+			}
+			for _, got := range p.Spec.Tolerations {
+				if got.Key == corev1.TaintNodeNetworkUnavailable {
+					return "network-unavailable toleration on a pod without hostNetwork"
 				}
+			}
+			switch overrideApplied := carries(overrideToleration)(p) == ""; {
+			case p.Spec.NodeName == overridden && !overrideApplied:
+				return "no " + overrideToleration.Key + " toleration: /mutate/pod did not apply the set's nodeOverride"
+			case p.Spec.NodeName != overridden && overrideApplied:
+				return "the nodeOverride for " + overridden + " was applied on another node"
 			}
 			return ""
 		}
 	}
-	eventually(t, settle, "pinned, tolerating pods", func() (bool, string, error) {
+	eventually(t, settle, "pinned, tolerating pods, the override applied on "+overridden, func() (bool, string, error) {
 		return podsOnNodes(t, ns, "agent", nodes, check(false))
 	})
 	eventually(t, settle, "pinned, tolerating hostNetwork pods", func() (bool, string, error) {
