@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# cluster.sh up|down|start-everynode|stop-everynode|cert-mode MODE: the local everynode cluster.
+# cluster.sh up|down|start-everynode|stop-everynode|start-replica N|stop-replica N|
+#   restart-apiserver [SECONDS]|cert-mode MODE: the local everynode cluster.
 # (up is up-control-plane, then install-everynode; e2e.sh runs tests between
 # the two that need a kube-apiserver without everynode.)
 #
@@ -18,6 +19,26 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 scheduler_config() {
   "$ROOT/bin/everynode" scheduler-config --no-leader-election \
     --url "$EVERYNODE_URL/extender" --ca-file "$PKI/ca.crt" >"$STATE/scheduler-config.yaml"
+}
+
+# The audit log is how the fault scenarios (e2e/faults_test.go) count pod
+# creates per node and revision, and everynode's requests after a
+# kube-apiserver restart: pod creates at Request level (the pod with its
+# labels and target-node annotation), everynode's other requests at
+# Metadata, nothing else.
+audit_policy() {
+  cat >"$STATE/audit-policy.yaml" <<YAML
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: Request
+  verbs: [create]
+  resources: [{group: "", resources: [pods]}]
+- level: Metadata
+  users: ["system:serviceaccount:$NAMESPACE:$RELEASE"]
+- level: None
+YAML
 }
 
 kwokctl_config() {
@@ -141,34 +162,78 @@ cert_mode() {
   start_everynode
 }
 
-start_everynode() {
-  stop_everynode
-  say "starting everynode as system:serviceaccount:$NAMESPACE:$RELEASE (log: $EVERYNODE_LOG)"
-  # shellcheck disable=SC2086
+# launch_everynode PIDFILE LOG PORT HEALTH_PORT starts one everynode
+# replica on this host and waits for its /readyz.
+launch_everynode() {
+  local pidfile="$1" log="$2" port="$3" health="$4"
+  # shellcheck disable=SC2046,SC2086
   nohup "$ROOT/bin/everynode" serve \
     --kubeconfig "$EVERYNODE_KUBECONFIG" --namespace "$NAMESPACE" \
     --leader-election-id "$RELEASE" \
     $(cert_args) \
-    --secure-addr "127.0.0.1:$EVERYNODE_PORT" --health-addr "127.0.0.1:$EVERYNODE_HEALTH_PORT" \
-    --profiling -v 2 ${EVERYNODE_ARGS:-} >>"$EVERYNODE_LOG" 2>&1 &
-  echo $! >"$EVERYNODE_PID"
+    --secure-addr "127.0.0.1:$port" --health-addr "127.0.0.1:$health" \
+    --profiling -v 2 ${EVERYNODE_ARGS:-} >>"$log" 2>&1 &
+  echo $! >"$pidfile"
   printf 'waiting for everynode /readyz'
-  if ! wait_for "everynode /readyz" 60 curl -fsS "http://127.0.0.1:$EVERYNODE_HEALTH_PORT/readyz"; then
-    tail -20 "$EVERYNODE_LOG" >&2
+  if ! wait_for "everynode /readyz" 60 curl -fsS "http://127.0.0.1:$health/readyz"; then
+    tail -20 "$log" >&2
     return 1
   fi
   echo " ready"
 }
 
-stop_everynode() {
-  [[ -f "$EVERYNODE_PID" ]] || return 0
-  local pid; pid="$(cat "$EVERYNODE_PID")"
+# stop_pidfile PIDFILE: SIGTERM (graceful shutdown, which releases the
+# leader Lease), then SIGKILL after 15 s.
+stop_pidfile() {
+  [[ -f "$1" ]] || return 0
+  local pid; pid="$(cat "$1")"
   if kill "$pid" 2>/dev/null; then
-    # SIGTERM: graceful shutdown, which releases the leader Lease.
     for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
     kill -9 "$pid" 2>/dev/null || true
   fi
-  rm -f "$EVERYNODE_PID"
+  rm -f "$1"
+}
+
+start_everynode() {
+  stop_everynode
+  say "starting everynode as system:serviceaccount:$NAMESPACE:$RELEASE (log: $EVERYNODE_LOG)"
+  launch_everynode "$EVERYNODE_PID" "$EVERYNODE_LOG" "$EVERYNODE_PORT" "$EVERYNODE_HEALTH_PORT"
+}
+
+stop_everynode() { stop_pidfile "$EVERYNODE_PID"; }
+
+# start_replica N: another everynode replica sharing the leader Lease
+# (e2e/faults_test.go), on ports EVERYNODE_PORT+N and
+# EVERYNODE_HEALTH_PORT+N. The webhooks and kube-scheduler keep calling
+# the first one. Its pid is in $STATE/everynode-N.pid.
+start_replica() {
+  local n="${1:?usage: start-replica N}"
+  stop_pidfile "$STATE/everynode-$n.pid"
+  say "starting everynode replica $n (log: $LOGS/everynode-$n.log)"
+  launch_everynode "$STATE/everynode-$n.pid" "$LOGS/everynode-$n.log" \
+    $((EVERYNODE_PORT + n)) $((EVERYNODE_HEALTH_PORT + n))
+}
+
+stop_replica() { stop_pidfile "$STATE/everynode-${1:?usage: stop-replica N}.pid"; }
+
+# restart_apiserver [SECONDS]: stops kube-apiserver, waits SECONDS (default
+# 5), and starts it again with the same command line (kwokctl's binary
+# runtime has no command for one component). etcd keeps the data.
+restart_apiserver() {
+  local dir="$KWOK_WORKDIR/clusters/$CLUSTER_NAME" pid cwd
+  pid="$(cat "$dir/pids/kube-apiserver.pid")"
+  local -a cmd
+  mapfile -d '' cmd <"/proc/$pid/cmdline"
+  cwd="$(readlink "/proc/$pid/cwd")"
+  kill "$pid"
+  for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  kill -9 "$pid" 2>/dev/null || true
+  sleep "${1:-5}"
+  # exec: $! is kube-apiserver itself (for the pid file), and no shell
+  # keeps the caller's stdout open.
+  (cd "$cwd" && exec nohup "${cmd[@]}") >>"$dir/logs/kube-apiserver.log" 2>&1 </dev/null &
+  echo $! >"$dir/pids/kube-apiserver.pid"
+  wait_for "kube-apiserver /readyz" 120 kubectl get --raw /readyz
 }
 
 # up_control_plane starts the cluster without everynode: kube-apiserver,
@@ -181,7 +246,9 @@ up_control_plane() {
   rm -f "$CERT_MODE_FILE"
   scheduler_config
   kwokctl_config
-  SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh" --config "$STATE/kwokctl.yaml"
+  audit_policy
+  SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh" \
+    --config "$STATE/kwokctl.yaml" --kube-audit-policy "$STATE/audit-policy.yaml"
 }
 
 install_everynode() {
@@ -204,6 +271,8 @@ MSG
 }
 
 down() {
+  local f
+  for f in "$STATE"/everynode-*.pid; do [[ -e "$f" ]] && stop_pidfile "$f"; done
   stop_everynode
   stop_cert_manager
   "$ROOT/e2e/hack/cluster-down.sh"
@@ -216,6 +285,9 @@ case "${1:-}" in
   down) down ;;
   start-everynode) service_account_kubeconfig; start_everynode ;;
   stop-everynode) stop_everynode ;;
+  start-replica) start_replica "${2:-}" ;;
+  stop-replica) stop_replica "${2:-}" ;;
+  restart-apiserver) restart_apiserver "${2:-}" ;;
   cert-mode) cert_mode "${2:-}" ;;
-  *) echo "usage: $0 up|up-control-plane|install-everynode|down|start-everynode|stop-everynode|cert-mode self-signed|cert-manager|external-ca" >&2; exit 2 ;;
+  *) echo "usage: $0 up|up-control-plane|install-everynode|down|start-everynode|stop-everynode|start-replica N|stop-replica N|restart-apiserver [SECONDS]|cert-mode self-signed|cert-manager|external-ca" >&2; exit 2 ;;
 esac

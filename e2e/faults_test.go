@@ -1,0 +1,487 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
+	"everynode.io/everynode/placement/revision"
+)
+
+// The fault scenarios of issue 37: what a leader failover, a kube-apiserver
+// restart and an orphaning delete do to a set. Each watches for the one
+// thing that must never happen, a node holding two live pods of a set, and
+// counts pod creates in the kube-apiserver audit log (cluster.sh's audit
+// policy logs every pod create with its object).
+
+// auditLog is the kube-apiserver audit log of the e2e cluster.
+func auditLog() string {
+	return filepath.Join(repoRoot, ".e2e", "kwok", "clusters", "everynode-e2e", "logs", "audit.log")
+}
+
+// auditEvent is the part of an audit event the scenarios read.
+type auditEvent struct {
+	Stage      string                    `json:"stage"`
+	Verb       string                    `json:"verb"`
+	RequestURI string                    `json:"requestURI"`
+	User       struct{ Username string } `json:"user"`
+	ObjectRef  struct {
+		Resource  string `json:"resource"`
+		Namespace string `json:"namespace"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestReceived time.Time `json:"requestReceivedTimestamp"`
+	RequestObject   *struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	} `json:"requestObject"`
+}
+
+// readAudit calls fn for every completed request in the audit log.
+func readAudit(t *testing.T, fn func(*auditEvent)) {
+	t.Helper()
+	f, err := os.Open(auditLog())
+	if err != nil {
+		t.Fatalf("the audit log (cluster.sh audit_policy): %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" {
+			continue
+		}
+		fn(&ev)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read the audit log: %v", err)
+	}
+}
+
+// podCreates counts the successful daemon pod creates in ns since, per
+// node and revision hash ("node@hash").
+func podCreates(t *testing.T, ns string, since time.Time) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	readAudit(t, func(ev *auditEvent) {
+		// The set webhook's dry-run creates (a pod from the template)
+		// are not pods.
+		if ev.Verb != "create" || ev.ObjectRef.Resource != "pods" || ev.ObjectRef.Namespace != ns || strings.Contains(ev.RequestURI, "dryRun") ||
+			ev.ResponseStatus.Code != 201 || ev.RequestReceived.Before(since) || ev.RequestObject == nil {
+			return
+		}
+		m := ev.RequestObject.Metadata
+		out[m.Annotations[everynodev1alpha1.AnnotationTargetNode]+"@"+m.Labels[revision.HashLabel]]++
+	})
+	return out
+}
+
+// twice returns the node@hash keys created more than once.
+func twice(creates map[string]int) []string {
+	var out []string
+	for k, n := range creates {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("%s x%d", k, n))
+		}
+	}
+	return out
+}
+
+// duplicateWatch samples the set's pods every 250 ms until stopped and
+// remembers every moment a node held two live (not terminating) pods.
+type duplicateWatch struct {
+	stop    context.CancelFunc
+	done    chan struct{}
+	mu      sync.Mutex
+	samples int
+	seen    []string
+}
+
+func watchForDuplicates(t *testing.T, ns, set string) *duplicateWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &duplicateWatch{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: everynodev1alpha1.LabelDaemonPod + "=true"})
+			if err == nil {
+				perNode := map[string][]string{}
+				for _, p := range list.Items {
+					if ref := metav1.GetControllerOf(&p); p.DeletionTimestamp == nil && ref != nil && ref.Name == set {
+						node, _ := placement.TargetNode(&p)
+						perNode[node] = append(perNode[node], p.Name)
+					}
+				}
+				w.mu.Lock()
+				w.samples++
+				for node, pods := range perNode {
+					if len(pods) > 1 {
+						w.seen = append(w.seen, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), node, pods))
+					}
+				}
+				w.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(w.finish)
+	return w
+}
+
+// finish stops sampling and returns the samples taken and the duplicates
+// seen.
+func (w *duplicateWatch) finish() {
+	w.stop()
+	<-w.done
+}
+
+func (w *duplicateWatch) check(t *testing.T) {
+	t.Helper()
+	w.finish()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.samples < 10 {
+		t.Fatalf("only %d samples of the pods were taken; the check saw nothing", w.samples)
+	}
+	if len(w.seen) > 0 {
+		t.Errorf("a node held two live pods of the set in %d of %d samples: %v", len(w.seen), w.samples, w.seen[:min(len(w.seen), 5)])
+	}
+	t.Logf("%d samples of the pods, no node with two live pods", w.samples)
+}
+
+// leaseHolderPID is the pid in the leader Lease's holder identity
+// ("<hostname>_<pid>", cmd/everynode/leader.go), 0 when none holds it.
+func leaseHolderPID(t *testing.T) int {
+	t.Helper()
+	lease, err := kube.CoordinationV1().Leases(releaseNamespace).Get(ctx(t), releaseName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0
+	}
+	if err != nil {
+		t.Logf("get the leader Lease: %v", err)
+		return 0
+	}
+	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+	i := strings.LastIndex(holder, "_")
+	pid, err := strconv.Atoi(holder[i+1:])
+	if i < 0 || err != nil {
+		return 0
+	}
+	return pid
+}
+
+// pidFile reads a pid that cluster.sh wrote.
+func pidFile(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, ".e2e", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return pid
+}
+
+// rollingSet is a set over nodes that replaces one pod at a time, with no
+// surge: a node must never hold two of its pods.
+func rollingSet(ns string, sel map[string]string) *everynodev1alpha1.DaemonSet {
+	return simpleSet(ns, "agent", sel)
+}
+
+func withImage(image string) func(*everynodev1alpha1.DaemonSet) {
+	return func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = image }
+}
+
+// updatedAtLeast waits until n pods of the set run the new template.
+func updatedAtLeast(t *testing.T, ns string, n int32) {
+	t.Helper()
+	eventually(t, settle, fmt.Sprintf("%d updated pods", n), func() (bool, string, error) {
+		st := getSet(t, ns, "agent").Status
+		return st.UpdatedNumberScheduled >= n, fmt.Sprintf("%d updated", st.UpdatedNumberScheduled), nil
+	})
+}
+
+// Two replicas share the Lease; the leader is killed (SIGKILL, no release)
+// in the middle of a rolling update over 24 nodes. The other replica,
+// which serves the webhooks throughout, takes over once the Lease expires
+// and finishes the rollout, and no node ever holds two live pods or gets
+// a pod of one revision twice.
+func TestLeaderKilledMidRollout(t *testing.T) {
+	// Replica 1 leads: the harness's replica (the one the webhooks and
+	// kube-scheduler call) stops first, releasing the Lease, and comes
+	// back as the follower.
+	everynodeProcess(t, "stop-everynode")
+	everynodeProcess(t, "start-replica", "1")
+	t.Cleanup(func() {
+		everynodeProcess(t, "stop-replica", "1")
+		everynodeProcess(t, "start-everynode")
+	})
+	leader := pidFile(t, "everynode-1.pid")
+	eventually(t, time.Minute, "replica 1 to lead", func() (bool, string, error) {
+		return leaseHolderPID(t) == leader, fmt.Sprintf("holder pid %d", leaseHolderPID(t)), nil
+	})
+	everynodeProcess(t, "start-everynode")
+	follower := pidFile(t, "everynode.pid")
+
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "failover-" + randSuffix()}
+	nodes := createNodes(t, "failover", 24, sel)
+	createSet(t, rollingSet(ns, sel))
+	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+
+	start := time.Now()
+	dups := watchForDuplicates(t, ns, "agent")
+	updateSet(t, ns, "agent", withImage("registry.example/agent:v2"))
+	updatedAtLeast(t, ns, 4)
+	if err := syscall.Kill(leader, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the leader: %v", err)
+	}
+	killed := time.Now()
+	eventually(t, time.Minute, "the follower to take the Lease", func() (bool, string, error) {
+		return leaseHolderPID(t) == follower, fmt.Sprintf("holder pid %d", leaseHolderPID(t)), nil
+	})
+	t.Logf("takeover: the follower holds the Lease %.1fs after the leader was killed", time.Since(killed).Seconds())
+	eventually(t, 3*settle, "the rollout to finish", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v2"))
+	dups.check(t)
+
+	creates := podCreates(t, ns, start)
+	if d := twice(creates); len(d) > 0 {
+		t.Errorf("pods created twice for one node and revision: %v", d)
+	}
+	t.Logf("%d pod creates during the rollout, none twice for one node and revision", len(creates))
+}
+
+// Deleting a set with --cascade=orphan completes at once (its revisions
+// can be orphaned: canonical data), and the same set made again adopts
+// every pod and revision: no pod created, none replaced, no new revision,
+// no rolling update.
+func TestOrphanAndRecreate(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "orphan-" + randSuffix()}
+	nodes := createNodes(t, "orphan", 3, sel)
+	createSet(t, rollingSet(ns, sel))
+	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+	// Two revisions, so history is part of what is handed over.
+	updateSet(t, ns, "agent", withImage("registry.example/agent:v2"))
+	eventually(t, settle, "the rollout to finish", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v2"))
+	before := map[string]string{} // pod name -> UID
+	for _, p := range daemonPods(t, ns, "agent") {
+		before[p.Name] = string(p.UID)
+	}
+	old := getSet(t, ns, "agent")
+
+	err := everynode.EverynodeV1alpha1().DaemonSets(ns).Delete(ctx(t), "agent", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the orphaning delete to complete", func() (bool, string, error) {
+		_, err := everynode.EverynodeV1alpha1().DaemonSets(ns).Get(ctx(t), "agent", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, "still there (Terminating, finalizer orphan)", err
+	})
+	revs, err := kube.AppsV1().ControllerRevisions(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(revs.Items) != 2 {
+		t.Fatalf("%d revisions left after the orphaning delete, want 2", len(revs.Items))
+	}
+
+	recreated := time.Now()
+	dups := watchForDuplicates(t, ns, "agent")
+	again := rollingSet(ns, sel)
+	withImage("registry.example/agent:v2")(again)
+	ds := createSet(t, again)
+	eventually(t, settle, "the new set to adopt every pod and revision", func() (bool, string, error) {
+		pods := daemonPods(t, ns, "agent")
+		revs, err := kube.AppsV1().ControllerRevisions(ns).List(ctx(t), metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		owned := 0
+		for _, r := range revs.Items {
+			if ref := metav1.GetControllerOf(&r); ref != nil && ref.UID == ds.UID {
+				owned++
+			}
+		}
+		return len(pods) == len(nodes) && owned == 2, fmt.Sprintf("%d pods and %d of %d revisions adopted", len(pods), owned, len(revs.Items)), nil
+	})
+	never(t, quietly, "a pod created or replaced after the adoption", func() (bool, string, error) {
+		pods := daemonPods(t, ns, "agent")
+		if len(pods) != len(before) {
+			return true, fmt.Sprintf("%d pods, want %d", len(pods), len(before)), nil
+		}
+		for _, p := range pods {
+			if before[p.Name] != string(p.UID) {
+				return true, "pod " + p.Name + " is new", nil
+			}
+		}
+		return false, "", nil
+	})
+	dups.check(t)
+	if c := podCreates(t, ns, recreated); len(c) != 0 {
+		t.Errorf("pod creates after the set was made again: %v", c)
+	}
+	st := getSet(t, ns, "agent").Status
+	if st.UpdatedNumberScheduled != int32(len(nodes)) || st.UpdateRevision != old.Status.UpdateRevision {
+		t.Errorf("status: %d updated, update revision %s; want %d and the old set's %s (no rolling update)",
+			st.UpdatedNumberScheduled, st.UpdateRevision, len(nodes), old.Status.UpdateRevision)
+	}
+}
+
+// everynodeRequests counts everynode's requests that reached the API
+// server in [from, to).
+func everynodeRequests(t *testing.T, from, to time.Time) int {
+	t.Helper()
+	user := "system:serviceaccount:" + releaseNamespace + ":" + releaseName
+	n := 0
+	readAudit(t, func(ev *auditEvent) {
+		if ev.User.Username == user && !ev.RequestReceived.Before(from) && ev.RequestReceived.Before(to) {
+			n++
+		}
+	})
+	return n
+}
+
+// kube-apiserver stops for 5 s in the middle of a rolling update over 20
+// nodes. everynode's watches break and its requests fail; once the API
+// server is back it resyncs, finishes the rollout, makes no node hold two
+// pods, and does not spin: its request rate in the minute after recovery
+// is logged and bounded (a hot loop would send thousands).
+func TestAPIServerRestartMidRollout(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "apirestart-" + randSuffix()}
+	nodes := createNodes(t, "apirestart", 20, sel)
+	createSet(t, rollingSet(ns, sel))
+	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+
+	start := time.Now()
+	dups := watchForDuplicates(t, ns, "agent")
+	updateSet(t, ns, "agent", withImage("registry.example/agent:v2"))
+	updatedAtLeast(t, ns, 3)
+	everynodeProcess(t, "restart-apiserver", "5")
+	recovered := time.Now()
+	eventually(t, 3*settle, "the rollout to finish", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v2"))
+	dups.check(t)
+	if d := twice(podCreates(t, ns, start)); len(d) > 0 {
+		t.Errorf("pods created twice for one node and revision: %v", d)
+	}
+
+	if wait := time.Until(recovered.Add(time.Minute)); wait > 0 {
+		time.Sleep(wait)
+	}
+	n := everynodeRequests(t, recovered, recovered.Add(time.Minute))
+	t.Logf("everynode sent %d requests in the minute after kube-apiserver came back (%.1f/s), rollout included", n, float64(n)/60)
+	// The rollout's own work is about 3 requests per node plus status
+	// writes; a sync loop that spins on an error sends its requests
+	// without end.
+	if n > 600 {
+		t.Errorf("%d requests in the minute after recovery: everynode is spinning", n)
+	}
+}
+
+// timeToRun creates an ordinary pod (no daemon label, so no everynode
+// webhook sees it; kube-scheduler still calls the extender) on one of
+// nodes and returns how long it took to be Running.
+func timeToRun(t *testing.T, ns, name string, sel map[string]string) time.Duration {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeSelector: sel,
+			Containers:   []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}},
+		},
+	}
+	start := time.Now()
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create the ordinary pod %s: %v", name, err)
+	}
+	eventually(t, settle, "the ordinary pod "+name+" to run", func() (bool, string, error) {
+		p, err := kube.CoreV1().Pods(ns).Get(ctx(t), name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase), nil
+	})
+	return time.Since(start)
+}
+
+// everynode hangs (SIGSTOP) for longer than any of its webhook timeouts:
+// other people's pods are still created (no everynode webhook sees them)
+// and scheduled, late by the extender's timeout (kube-scheduler gives the
+// ignorable extender 5 s, then goes on without it); a node that joins
+// meanwhile gets its daemon pod once everynode runs again (SIGCONT).
+func TestEverynodeHangs(t *testing.T) {
+	ns := newNamespace(t)
+	other := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "hang-" + randSuffix()}
+	nodes := createNodes(t, "hang", 1, sel)
+	createSet(t, simpleSet(ns, "agent", sel))
+	eventually(t, settle, "a pod on the node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+	normal := timeToRun(t, other, "before", sel)
+
+	pid := pidFile(t, "everynode.pid")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	stopped := time.Now()
+	hung := timeToRun(t, other, "during", sel)
+	joined := createNodes(t, "hang", 1, sel)
+	// Longer than the longest webhook timeout (10 s) in all.
+	if wait := time.Until(stopped.Add(15 * time.Second)); wait > 0 {
+		time.Sleep(wait)
+	}
+	resume()
+	t.Logf("an ordinary pod ran %.1fs after its create with everynode up, %.1fs with everynode stopped", normal.Seconds(), hung.Seconds())
+	const extenderTimeout = 5 * time.Second
+	// The slack is for a loaded machine, not a performance bound: a pod
+	// held by a webhook or waiting on both extender calls would be 10 s
+	// or more late.
+	if hung > normal+extenderTimeout+3*time.Second {
+		t.Errorf("with everynode stopped an ordinary pod took %s to run, against %s with it up: more than the extender's timeout late", hung, normal)
+	}
+	eventually(t, settle, "the set to converge after SIGCONT", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", append(nodes, joined...), nil)
+	})
+}
