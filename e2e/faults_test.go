@@ -485,3 +485,96 @@ func TestEverynodeHangs(t *testing.T) {
 		return podsOnNodes(t, ns, "agent", append(nodes, joined...), nil)
 	})
 }
+
+// Upgrading everynode over sets whose revisions an older everynode stored
+// in struct order: the new everynode stores each again in canonical form
+// (same name, number and hash label), touches no pod, starts no rolling
+// update, and the set can then be deleted with --cascade=orphan.
+func TestUpgradeOverLegacyRevisions(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "upgrade-" + randSuffix()}
+	nodes := createNodes(t, "upgrade", 2, sel)
+	createSet(t, rollingSet(ns, sel))
+	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+	before := map[string]string{}
+	for _, p := range daemonPods(t, ns, "agent") {
+		before[p.Name] = string(p.UID)
+	}
+	hash := getSet(t, ns, "agent").Status.UpdateRevision
+
+	// The old everynode is stopped and its revision rewritten as it wrote
+	// them: data is immutable, so delete and create.
+	everynodeProcess(t, "stop-everynode")
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			everynodeProcess(t, "start-everynode")
+		}
+	})
+	revs, err := kube.AppsV1().ControllerRevisions(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil || len(revs.Items) != 1 {
+		t.Fatalf("revisions: %v, %v; want one", revs, err)
+	}
+	rev := revs.Items[0]
+	var data struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(rev.Data.Raw, &data); err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := json.Marshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if revision.IsCanonical(legacy) {
+		t.Fatalf("the struct encoding %s is canonical; the scenario tests nothing", legacy)
+	}
+	if err := kube.AppsV1().ControllerRevisions(ns).Delete(ctx(t), rev.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rev.ResourceVersion, rev.UID, rev.CreationTimestamp, rev.ManagedFields = "", "", metav1.Time{}, nil
+	rev.Data.Raw = legacy
+	if _, err := kube.AppsV1().ControllerRevisions(ns).Create(ctx(t), &rev, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	everynodeProcess(t, "start-everynode")
+	restarted = true
+	eventually(t, settle, "the revision stored again in canonical form", func() (bool, string, error) {
+		got, err := kube.AppsV1().ControllerRevisions(ns).Get(ctx(t), rev.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		if !revision.IsCanonical(got.Data.Raw) {
+			return false, "data still in struct order", nil
+		}
+		if got.Revision != rev.Revision || got.Labels[revision.HashLabel] != hash || metav1.GetControllerOf(got) == nil {
+			return true, "", fmt.Errorf("revision %s came back as number %d, hash %s, owner %v", got.Name, got.Revision, got.Labels[revision.HashLabel], metav1.GetControllerOf(got))
+		}
+		return true, "", nil
+	})
+	never(t, quietly, "a pod replaced after the upgrade", func() (bool, string, error) {
+		pods := daemonPods(t, ns, "agent")
+		for _, p := range pods {
+			if before[p.Name] != string(p.UID) {
+				return true, "pod " + p.Name + " is new", nil
+			}
+		}
+		return len(pods) != len(before), fmt.Sprintf("%d pods", len(pods)), nil
+	})
+	if st := getSet(t, ns, "agent").Status; st.UpdateRevision != hash {
+		t.Errorf("update revision %s after the upgrade, want %s", st.UpdateRevision, hash)
+	}
+	err = everynode.EverynodeV1alpha1().DaemonSets(ns).Delete(ctx(t), "agent", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the orphaning delete to complete", func() (bool, string, error) {
+		_, err := everynode.EverynodeV1alpha1().DaemonSets(ns).Get(ctx(t), "agent", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), "still there (Terminating, finalizer orphan)", nil
+	})
+}
