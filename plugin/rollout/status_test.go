@@ -191,6 +191,15 @@ func (r *statusRun) next(t *testing.T) string {
 	case s := <-r.out.chunks:
 		return s
 	case err := <-r.result:
+		// The command's last write comes before its end, but select
+		// picks at random between two ready cases: read the write first,
+		// and leave the end for the caller.
+		select {
+		case s := <-r.out.chunks:
+			r.result <- err
+			return s
+		default:
+		}
 		t.Fatalf("status ended before printing more: %v\noutput:\n%s", err, r.out.String())
 	}
 	return ""
