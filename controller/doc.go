@@ -26,8 +26,9 @@
 //   - Pods are created pinned to their node by required node affinity and
 //     carry the target node in an annotation; the pod webhook stamps them
 //     again after the set's node overrides. A pod counts as a set's only
-//     with the daemon-pod label and a controller reference to the set's UID:
-//     no orphan adoption yet.
+//     with the daemon-pod label and a controller reference to the set's UID;
+//     orphans that match the selector are adopted as upstream's ClaimPods
+//     (claim.go), and an adoption is expected like a creation on its node.
 //   - Node events touch only the sets that can care about the node (an
 //     index of sets by nodeName and nodeSelector, and the pods already on
 //     the node), never every set in the cluster (nodes.go, indexes.go).
@@ -45,4 +46,11 @@
 //
 // The informer handlers (handlers.go, nodes.go) only resolve an object to
 // the sets it concerns and enqueue them.
+//
+// A Controller runs once, for one leadership term: Run catches up with the
+// API server first (a consistent list of daemon pods; those the cache does
+// not show yet are expected, catchup.go), and when it returns its workers
+// have stopped and its handlers are off the shared informers. A replica
+// that wins the Lease again makes a new Controller (cmd/everynode
+// leader.go).
 package controller

@@ -11,6 +11,12 @@
 // from its library module) and back, so those two are tried against the
 // real API server too.
 //
+// faults_test.go breaks things on purpose: it kills the leading replica of
+// two mid-rollout, restarts kube-apiserver, stops everynode with SIGSTOP,
+// deletes a set with --cascade=orphan and makes it again, and upgrades
+// over revisions in the old data format. It counts pod creates in the
+// kube-apiserver audit log that cluster.sh turns on.
+//
 // This is its own Go module, so the product's go.mod does not inherit the
 // test-only dependencies.
 package e2e
