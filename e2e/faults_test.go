@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -577,4 +578,77 @@ func TestUpgradeOverLegacyRevisions(t *testing.T) {
 		_, err := everynode.EverynodeV1alpha1().DaemonSets(ns).Get(ctx(t), "agent", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), "still there (Terminating, finalizer orphan)", nil
 	})
+}
+
+// The leader hangs (SIGSTOP) past its Lease in the middle of a rollout and
+// wakes up (SIGCONT) after the follower took over. It must find that it
+// lost the Lease, stop its controller and stay up as a follower, still
+// serving (upstream's controllers exit instead); the new leader finishes
+// the rollout, and no node ever holds two live pods.
+func TestLeaderPausedPastItsLease(t *testing.T) {
+	everynodeProcess(t, "stop-everynode")
+	everynodeProcess(t, "start-replica", "1")
+	t.Cleanup(func() {
+		everynodeProcess(t, "stop-replica", "1")
+		everynodeProcess(t, "start-everynode")
+	})
+	leader := pidFile(t, "everynode-1.pid")
+	eventually(t, time.Minute, "replica 1 to lead", func() (bool, string, error) {
+		return leaseHolderPID(t) == leader, fmt.Sprintf("holder pid %d", leaseHolderPID(t)), nil
+	})
+	everynodeProcess(t, "start-everynode")
+	follower := pidFile(t, "everynode.pid")
+
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "paused-" + randSuffix()}
+	nodes := createNodes(t, "paused", 20, sel)
+	createSet(t, rollingSet(ns, sel))
+	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+
+	start := time.Now()
+	dups := watchForDuplicates(t, ns, "agent")
+	updateSet(t, ns, "agent", withImage("registry.example/agent:v2"))
+	updatedAtLeast(t, ns, 4)
+	if err := syscall.Kill(leader, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(leader, syscall.SIGCONT) })
+	eventually(t, time.Minute, "the follower to take the Lease", func() (bool, string, error) {
+		return leaseHolderPID(t) == follower, fmt.Sprintf("holder pid %d", leaseHolderPID(t)), nil
+	})
+	time.Sleep(2 * time.Second) // the new leader at work
+	if err := syscall.Kill(leader, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*settle, "the rollout to finish", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v2"))
+	dups.check(t)
+	if d := twice(podCreates(t, ns, start)); len(d) > 0 {
+		t.Errorf("pods created twice for one node and revision: %v", d)
+	}
+
+	if err := syscall.Kill(leader, 0); err != nil {
+		t.Fatalf("the old leader is gone after losing the Lease (%v); it must stay up as a follower", err)
+	}
+	if holder := leaseHolderPID(t); holder != follower {
+		t.Errorf("Lease holder pid %d after the old leader woke up, want the new leader %d", holder, follower)
+	}
+	logPath := filepath.Join(repoRoot, ".e2e", "logs", "everynode-1.log")
+	eventually(t, time.Minute, "the old leader to say it stopped its controller and rejoined", func() (bool, string, error) {
+		b, err := os.ReadFile(logPath)
+		if err != nil {
+			return false, "", err
+		}
+		return strings.Contains(string(b), "rejoining the election"), "not in " + logPath + " yet", nil
+	})
+	health := "http://127.0.0.1:18081/readyz" // cluster.sh: EVERYNODE_HEALTH_PORT + 1
+	resp, err := http.Get(health)
+	if err != nil {
+		t.Fatalf("the old leader's %s: %v", health, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the old leader's /readyz answers %d, want 200: it keeps serving as a follower", resp.StatusCode)
+	}
 }
