@@ -210,6 +210,8 @@ start_replica() {
   local n="${1:?usage: start-replica N}"
   stop_pidfile "$STATE/everynode-$n.pid"
   say "starting everynode replica $n (log: $LOGS/everynode-$n.log)"
+  # A fresh log: scenarios read it.
+  : >"$LOGS/everynode-$n.log"
   launch_everynode "$STATE/everynode-$n.pid" "$LOGS/everynode-$n.log" \
     $((EVERYNODE_PORT + n)) $((EVERYNODE_HEALTH_PORT + n))
 }
