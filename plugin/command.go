@@ -8,6 +8,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"everynode.io/everynode/plugin/explain"
 	"everynode.io/everynode/plugin/rollout"
 )
 
@@ -38,7 +39,7 @@ Install: put kubectl-everynode on your PATH; kubectl then runs it for
 	flags.AddFlags(cmd.PersistentFlags())
 
 	f := newConfigFactory(flags, streams.ErrOut)
-	cmd.AddCommand(rollout.NewCmdRollout(f, streams), newVersionCommand(streams, version))
+	cmd.AddCommand(rollout.NewCmdRollout(f, streams), explain.NewCommand(f, streams), newVersionCommand(streams, version))
 	return cmd
 }
 

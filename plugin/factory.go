@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"everynode.io/everynode/client/clientset/versioned"
@@ -14,7 +15,7 @@ import (
 // userAgent names the plugin in the API server's audit log and metrics.
 const userAgent = "kubectl-everynode"
 
-// configFactory implements rollout.Factory over cli-runtime's ConfigFlags,
+// configFactory implements rollout.Factory and explain.Factory over cli-runtime's ConfigFlags,
 // so the kubeconfig is loaded and overridden exactly as kubectl does.
 type configFactory struct {
 	flags *genericclioptions.ConfigFlags
@@ -64,6 +65,18 @@ func (f *configFactory) AppsClient() (appsv1client.AppsV1Interface, error) {
 	c, err := appsv1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("apps/v1 client: %w", err)
+	}
+	return c, nil
+}
+
+func (f *configFactory) CoreClient() (corev1client.CoreV1Interface, error) {
+	cfg, err := f.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("core/v1 client: %w", err)
 	}
 	return c, nil
 }

@@ -1,0 +1,235 @@
+// Package explain is `kubectl everynode explain`: why a node runs, or does
+// not run, a set's pod. Eligibility comes from package placement, the
+// functions the controller and the extender use, so the answer cannot
+// drift from what everynode does. The report (build) is a pure function of
+// the set, its nodes, its pods and their scheduling events; the command
+// (command.go) only fetches them and prints it.
+package explain
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
+	"everynode.io/everynode/placement/revision"
+)
+
+// Report is the answer for one set.
+type Report struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Nodes is how many nodes were looked at; Ready how many of them run a
+	// ready pod of the set.
+	Nodes int `json:"nodes"`
+	Ready int `json:"ready"`
+	// Reasons counts the nodes without a ready pod by their main reason,
+	// most common first.
+	Reasons []ReasonCount `json:"reasons"`
+	// Details has one entry per node, in name order.
+	Details []NodeReport `json:"details"`
+}
+
+// ReasonCount is one line of the summary.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	Nodes  int    `json:"nodes"`
+}
+
+// NodeReport is what is known about one node.
+type NodeReport struct {
+	Node string `json:"node"`
+	// ShouldRun and ShouldContinueRunning are placement's decision.
+	ShouldRun             bool `json:"shouldRun"`
+	ShouldContinueRunning bool `json:"shouldContinueRunning"`
+	// Why the node does not run the set (placement.Explanation).
+	Why []string `json:"why,omitempty"`
+	// Notes are node states that do not keep a daemon pod away.
+	Notes []string `json:"notes,omitempty"`
+	// Pod is the set's pod on the node, if any, with its phase, readiness,
+	// container states and revision.
+	Pod        string   `json:"pod,omitempty"`
+	Phase      string   `json:"phase,omitempty"`
+	PodReady   bool     `json:"podReady"`
+	Containers []string `json:"containers,omitempty"`
+	Updated    bool     `json:"updated,omitempty"`
+	// Scheduler is the newest FailedScheduling message of a pending pod.
+	Scheduler string `json:"scheduler,omitempty"`
+	// Update says what holds the pod on an old revision, if anything.
+	Update string `json:"update,omitempty"`
+	// Reason is the node's line in the summary; empty for a node that
+	// runs a ready pod or should not run one and has none.
+	Reason string `json:"reason,omitempty"`
+}
+
+// build explains ds over nodes. pods are the set's pods (any node);
+// events are FailedScheduling events of those pods, in any order.
+func build(ds *everynodev1alpha1.DaemonSet, nodes []corev1.Node, pods []corev1.Pod, events []corev1.Event) Report {
+	r := Report{Namespace: ds.Namespace, Name: ds.Name, Nodes: len(nodes)}
+	byNode := map[string][]*corev1.Pod{}
+	for i := range pods {
+		if node, ok := placement.TargetNode(&pods[i]); ok && pods[i].DeletionTimestamp == nil {
+			byNode[node] = append(byNode[node], &pods[i])
+		}
+	}
+	lastFailure := newestFailures(events)
+	spec := &ds.Spec.Template.Spec
+	eligibility := placement.NewEligibilityForTemplate(spec)
+	counts := map[string]int{}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for i := range nodes {
+		x := eligibility.Explain(spec, &nodes[i])
+		nr := NodeReport{Node: nodes[i].Name, ShouldRun: x.ShouldRun, ShouldContinueRunning: x.ShouldContinueRunning, Why: x.Why, Notes: x.Notes}
+		if pod := pick(byNode[nodes[i].Name]); pod != nil {
+			describePod(&nr, ds, pod, lastFailure[pod.Name])
+		}
+		nr.Reason = reason(&nr)
+		switch {
+		case nr.PodReady:
+			r.Ready++
+		case nr.Reason != "":
+			counts[nr.Reason]++
+		}
+		r.Details = append(r.Details, nr)
+	}
+	for reason, n := range counts {
+		r.Reasons = append(r.Reasons, ReasonCount{Reason: reason, Nodes: n})
+	}
+	sort.Slice(r.Reasons, func(i, j int) bool {
+		if r.Reasons[i].Nodes != r.Reasons[j].Nodes {
+			return r.Reasons[i].Nodes > r.Reasons[j].Nodes
+		}
+		return r.Reasons[i].Reason < r.Reasons[j].Reason
+	})
+	return r
+}
+
+// pick returns the pod that speaks for a node: a ready one if there is
+// one, else the oldest.
+func pick(pods []*corev1.Pod) *corev1.Pod {
+	var out *corev1.Pod
+	for _, p := range pods {
+		switch {
+		case out == nil:
+			out = p
+		case placement.IsPodReady(p) && !placement.IsPodReady(out):
+			out = p
+		case placement.IsPodReady(p) == placement.IsPodReady(out) && p.CreationTimestamp.Before(&out.CreationTimestamp):
+			out = p
+		}
+	}
+	return out
+}
+
+func describePod(nr *NodeReport, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, failure string) {
+	nr.Pod, nr.Phase, nr.PodReady = pod.Name, string(pod.Status.Phase), placement.IsPodReady(pod)
+	for _, cs := range pod.Status.ContainerStatuses {
+		switch {
+		case cs.State.Waiting != nil:
+			s := fmt.Sprintf("%s: waiting, %s", cs.Name, cs.State.Waiting.Reason)
+			if cs.RestartCount > 0 {
+				s += fmt.Sprintf(", %d restarts", cs.RestartCount)
+			}
+			nr.Containers = append(nr.Containers, s)
+		case cs.State.Terminated != nil:
+			nr.Containers = append(nr.Containers, fmt.Sprintf("%s: terminated, %s (exit code %d)", cs.Name, cs.State.Terminated.Reason, cs.State.Terminated.ExitCode))
+		case cs.State.Running != nil && !cs.Ready:
+			nr.Containers = append(nr.Containers, cs.Name+": running, not ready")
+		}
+	}
+	if pod.Status.Phase == corev1.PodPending {
+		nr.Scheduler = failure
+	}
+	hash := pod.Labels[revision.HashLabel]
+	nr.Updated = hash != "" && hash == ds.Status.UpdateRevision
+	if !nr.Updated && ds.Status.UpdateRevision != "" {
+		nr.Update = holdReason(ds, pod)
+	}
+}
+
+// holdReason says why a pod may still run an old revision.
+func holdReason(ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod) string {
+	ru := ds.Spec.UpdateStrategy.RollingUpdate
+	switch {
+	case ds.Spec.UpdateStrategy.Type == "OnDelete":
+		return "old revision: updateStrategy OnDelete replaces a pod only when it is deleted"
+	case ru != nil && ru.Paused:
+		return "old revision: the rollout is paused"
+	case ru != nil && ru.NodeSelector != nil:
+		return "old revision: outside the canary nodeSelector, or not reached yet"
+	case ru != nil && ru.Partition != nil:
+		return "old revision: kept by the partition, or not reached yet"
+	}
+	return "old revision: not replaced yet (rolling update in progress)"
+}
+
+// reason is the node's summary line.
+func reason(nr *NodeReport) string {
+	switch {
+	case nr.PodReady:
+		return ""
+	case !nr.ShouldRun && nr.Pod == "":
+		return nr.Why[0]
+	case !nr.ShouldRun && !nr.ShouldContinueRunning:
+		return "pod must leave: " + nr.Why[0]
+	case nr.Pod == "":
+		return "no pod yet"
+	case nr.Phase == string(corev1.PodPending) && nr.Scheduler != "":
+		return "pod Pending: the scheduler cannot place it"
+	case len(nr.Containers) > 0:
+		return "pod " + nr.Phase + ", not ready: " + waitingReasons(nr.Containers)
+	default:
+		return "pod " + nr.Phase + ", not ready"
+	}
+}
+
+// waitingReasons keeps the state part of container lines ("waiting,
+// CrashLoopBackOff") without names or counts, so nodes group by state.
+func waitingReasons(containers []string) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range containers {
+		_, state, _ := strings.Cut(c, ": ")
+		if i := strings.Index(state, ", "); i >= 0 && strings.HasPrefix(state, "waiting") {
+			state = state[i+2:]
+			if j := strings.Index(state, ", "); j >= 0 {
+				state = state[:j]
+			}
+		}
+		if !seen[state] {
+			seen[state] = true
+			out = append(out, state)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// newestFailures maps pod name to its newest FailedScheduling message.
+func newestFailures(events []corev1.Event) map[string]string {
+	type msg struct {
+		at   metav1.Time
+		text string
+	}
+	newest := map[string]msg{}
+	for _, ev := range events {
+		if ev.Reason != "FailedScheduling" || ev.InvolvedObject.Kind != "Pod" {
+			continue
+		}
+		at := ev.LastTimestamp
+		if at.IsZero() {
+			at = metav1.NewTime(ev.EventTime.Time)
+		}
+		if cur, ok := newest[ev.InvolvedObject.Name]; !ok || cur.at.Before(&at) {
+			newest[ev.InvolvedObject.Name] = msg{at, ev.Message}
+		}
+	}
+	out := make(map[string]string, len(newest))
+	for name, m := range newest {
+		out[name] = m.text
+	}
+	return out
+}
