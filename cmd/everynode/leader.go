@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -16,6 +17,21 @@ import (
 // controllerRunner is what a leadership term runs.
 type controllerRunner interface {
 	Run(ctx context.Context, workers int) error
+}
+
+// leaderGauge is 1 while this replica runs the controller (it holds the
+// Lease, or runs without leader election) and 0 otherwise: summed over the
+// replicas it is 1, and 0 when no replica leads.
+var leaderGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+	Namespace: "everynode", Name: "leader",
+	Help: "1 while this replica runs the controller (holds the leader Lease, or runs without leader election), 0 otherwise.",
+})
+
+// runLeading runs ctrl with leaderGauge at 1 until it returns.
+func runLeading(ctx context.Context, ctrl controllerRunner, workers int) error {
+	leaderGauge.Set(1)
+	defer leaderGauge.Set(0)
+	return ctrl.Run(ctx, workers)
 }
 
 // releaseTimeout bounds the Lease release at shutdown.
@@ -33,7 +49,7 @@ func runController(ctx context.Context, o *serveOptions, c *clients, newControll
 		if err != nil {
 			return err
 		}
-		return ctrl.Run(ctx, o.controllerWorkers)
+		return runLeading(ctx, ctrl, o.controllerWorkers)
 	}
 	identity, err := os.Hostname()
 	if err != nil {
@@ -99,7 +115,7 @@ func leadOnce(ctx context.Context, o *serveOptions, lock resourcelock.Interface,
 				klog.InfoS("Became leader, starting the controller", "identity", identity)
 				ctrl, err := newController(termCtx)
 				if err == nil {
-					err = ctrl.Run(termCtx, o.controllerWorkers)
+					err = runLeading(termCtx, ctrl, o.controllerWorkers)
 				}
 				t.err = err
 			},

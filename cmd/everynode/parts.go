@@ -8,6 +8,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 
 	everynodeinformers "everynode.io/everynode/client/informers/externalversions"
+	everynodelisters "everynode.io/everynode/client/listers/everynode/v1alpha1"
 	"everynode.io/everynode/controller"
 	"everynode.io/everynode/extender"
 	"everynode.io/everynode/index"
@@ -75,11 +76,7 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 		}
 		return newController(ctx)
 	}
-	controller.RegisterMetrics(cfg.registry)
-	cfg.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "everynode", Subsystem: "controller", Name: "deferred_requests",
-		Help: "Requests (Normal events) waiting for a spare token of the controller's --kube-api-qps budget while pod work uses it.",
-	}, func() float64 { return float64(cfg.clients.budget.Deferred()) }))
+	registerMetrics(cfg.registry, setInformer.Lister(), func() float64 { return float64(cfg.clients.budget.Deferred()) })
 
 	dryRunner, err := webhook.NewPodDryRunnerForConfig(cfg.clients.config)
 	if err != nil {
@@ -95,13 +92,11 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	webhook.RegisterMetrics(cfg.registry)
 
 	ext, err := extender.New(setInformer, nodeInformer, podInformer)
 	if err != nil {
 		return nil, err
 	}
-	extender.RegisterMetrics(cfg.registry)
 
 	p := &parts{
 		routes:        []server.Routes{hooks, ext.Routes()},
@@ -114,4 +109,20 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 		},
 	}
 	return p, nil
+}
+
+// registerMetrics registers every part's metrics with r: the controller's,
+// the per-set status gauges, the leader gauge, the webhooks' and the
+// extender's. deferred reads the controller's deferred requests. The
+// server registers its own request metrics, and serve the Go and process
+// collectors.
+func registerMetrics(r prometheus.Registerer, sets everynodelisters.DaemonSetLister, deferred func() float64) {
+	controller.RegisterMetrics(r)
+	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "everynode", Subsystem: "controller", Name: "deferred_requests",
+		Help: "Requests (Normal events) waiting for a spare token of the controller's --kube-api-qps budget while pod work uses it.",
+	}, deferred))
+	r.MustRegister(controller.NewSetStatusCollector(sets), leaderGauge)
+	webhook.RegisterMetrics(r)
+	extender.RegisterMetrics(r)
 }

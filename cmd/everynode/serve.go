@@ -156,15 +156,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	}
 	klog.InfoS("Starting everynode", "version", version, "controllerUsername", o.controllerUsername)
 
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(
-		// go_sched_latencies_seconds (how long goroutines wait to run) on
-		// top of the defaults: it tells whether a webhook or extender call
-		// that is slow outside its handler waited inside everynode for a
-		// CPU or elsewhere.
-		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry := newRegistry()
 
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, kubeinformers.WithTransform(trimForCache))
 	// Daemon pods only: everynode never needs anyone else's pods, which keeps
@@ -229,6 +221,21 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	}
 	klog.InfoS("everynode stopped")
 	return err
+}
+
+// newRegistry is the registry /metrics serves, with the Go and process
+// collectors; the parts and the server add theirs.
+func newRegistry() *prometheus.Registry {
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(
+		// go_sched_latencies_seconds (how long goroutines wait to run) on
+		// top of the defaults: it tells whether a webhook or extender call
+		// that is slow outside its handler waited inside everynode for a
+		// CPU or elsewhere.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return registry
 }
 
 func certificateSource(o *serveOptions, c *clients) (certs.Source, error) {
