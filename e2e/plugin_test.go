@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -120,4 +123,79 @@ func TestPluginRollout(t *testing.T) {
 	mustPlugin(t, "rollout", "resume", "agent", "-n", ns)
 	mustPlugin(t, "rollout", "status", "agent", "-n", ns, "--timeout=3m")
 	eventually(t, settle, "v4 everywhere after resume", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v4"))
+}
+
+// kubectl everynode explain names the reason for each of four ways a node
+// ends up without a ready pod: an untolerated taint, a nodeSelector label
+// it lacks, a required affinity term it fails, and a pod the scheduler
+// cannot place (the node has room for no pod).
+func TestPluginExplain(t *testing.T) {
+	ns := newNamespace(t)
+	scenario := "explain-" + randSuffix()
+	sel := map[string]string{scenarioLabel: scenario}
+	on := map[string]string{scenarioLabel: scenario, "e2e.everynode.io/logging": "on"}
+	ready := createNodes(t, "explain-ready", 1, on)[0]
+	tainted := createNodes(t, "explain-taint", 1, on, corev1.Taint{Key: "e2e/dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule})[0]
+	unlabeled := createNodes(t, "explain-label", 1, sel)[0]
+	edge := createNodes(t, "explain-edge", 1, map[string]string{scenarioLabel: scenario, "e2e.everynode.io/logging": "on", "e2e.everynode.io/zone": "edge"})[0]
+	full := "explain-full-" + randSuffix()
+	createNode(t, full, on)
+	// No room for any pod: the scheduler turns the daemon pod down.
+	n, err := kube.CoreV1().Nodes().Get(ctx(t), full, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("0")
+	n.Status.Capacity[corev1.ResourcePods] = resource.MustParse("0")
+	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx(t), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	ds := simpleSet(ns, "agent", map[string]string{scenarioLabel: scenario, "e2e.everynode.io/logging": "on"})
+	ds.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "e2e.everynode.io/zone", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"edge"}},
+		}}},
+	}}}
+	createSet(t, ds)
+	eventually(t, settle, "a ready pod on the eligible node and a FailedScheduling event for the full one", func() (bool, string, error) {
+		out, err := kubectlEverynode(t, time.Minute, "explain", "agent", "-n", ns, "--node", full)
+		if err != nil || !strings.Contains(out, "scheduler: ") {
+			return false, out, err
+		}
+		out, err = kubectlEverynode(t, time.Minute, "explain", "agent", "-n", ns, "--node", ready)
+		return err == nil && strings.Contains(out, "1 runs a ready pod"), out, err
+	})
+
+	want := map[string]string{
+		ready:     "should run\n",
+		tainted:   "gets no new pod (a running one may stay): taint e2e/dedicated=gpu:NoSchedule not tolerated",
+		unlabeled: "should not run: nodeSelector e2e.everynode.io/logging=on: the node has no label e2e.everynode.io/logging",
+		edge:      "should not run: required node affinity term 0: e2e.everynode.io/zone NotIn [edge]",
+		full:      "pod Pending: the scheduler cannot place it",
+	}
+	for node, phrase := range want {
+		out := mustPlugin(t, "explain", "agent", "-n", ns, "--node", node, "-o", "wide")
+		t.Logf("kubectl everynode explain agent --node %s -o wide:\n%s", node, out)
+		if !strings.Contains(out, phrase) {
+			t.Errorf("explain --node %s does not say %q:\n%s", node, phrase, out)
+		}
+	}
+	out := mustPlugin(t, "explain", "agent", "-n", ns)
+	t.Logf("kubectl everynode explain agent:\n%s", out)
+	// The cluster's other nodes lack the labels too: the nodeSelector
+	// line counts them with the scenario's one.
+	for _, line := range []string{
+		"  1 node: taint e2e/dedicated=gpu:NoSchedule not tolerated",
+		" nodes: nodeSelector e2e.everynode.io/logging=on: the node has no label e2e.everynode.io/logging",
+		"  1 node: required node affinity term 0: e2e.everynode.io/zone NotIn [edge]",
+		"  1 node: pod Pending: the scheduler cannot place it",
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("the summary lacks %q:\n%s", line, out)
+		}
+	}
+	if _, err := kubectlEverynode(t, time.Minute, "explain", "ghost", "-n", ns); err == nil {
+		t.Error("explain of a set that does not exist succeeded")
+	}
 }
