@@ -187,6 +187,45 @@ has no-prestop '"--shutdown-delay=10s"'
 has no-prestop '"--shutdown-drain-timeout=30s"'
 has no-prestop '^      terminationGracePeriodSeconds: 45$'
 
+# Monitoring: each piece off by default, on by its own switch.
+hasnt default 'monitoring.coreos.com'
+hasnt default 'grafana_dashboard'
+render monitoring --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true \
+  --set metrics.grafanaDashboard.enabled=true
+count monitoring 1 '^kind: ServiceMonitor$'
+count monitoring 1 '^kind: PrometheusRule$'
+has monitoring '^      honorLabels: true$'
+has monitoring '^    - port: metrics$'
+has monitoring '^      interval: 30s$'
+has monitoring 'everynode_leader\{job="everynode"\}'
+for a in EverynodeRolloutStalled EverynodeDaemonPodsUnavailable EverynodePodCreatesFailing EverynodeLeaderMissing \
+  EverynodeWebhookErrors EverynodeWebhookSlow EverynodeExtenderErrors EverynodeExtenderSlow; do
+  count monitoring 1 "^        - alert: $a$"
+done
+# Alert templates reach Prometheus as {{ $labels.x }}, not expanded by helm.
+has monitoring 'summary: .*\{\{ \$labels.namespace \}\}/\{\{ \$labels.name \}\}'
+has monitoring '^    grafana_dashboard: "1"$'
+has monitoring '^  everynode.json: \|-$'
+render monitoring-sm-only --set metrics.serviceMonitor.enabled=true
+count monitoring-sm-only 1 '^kind: ServiceMonitor$'
+hasnt monitoring-sm-only '^kind: PrometheusRule$'
+hasnt monitoring-sm-only 'grafana_dashboard'
+render monitoring-tuned --set metrics.prometheusRule.enabled=true --set metrics.prometheusRule.rolloutStalledFor=2h \
+  --set metrics.prometheusRule.severity=critical --set metrics.prometheusRule.labels.release=kps \
+  --set metrics.grafanaDashboard.enabled=true --set metrics.grafanaDashboard.namespace=monitoring \
+  --set metrics.grafanaDashboard.labels.team=ops --set metrics.grafanaDashboard.annotations.grafana_folder=Kubernetes
+count monitoring-tuned 1 '^          for: 2h$'
+has monitoring-tuned '^            severity: critical$'
+has monitoring-tuned '^    release: kps$'
+has monitoring-tuned '^  namespace: monitoring$'
+has monitoring-tuned '^    team: ops$'
+has monitoring-tuned 'grafana_dashboard: "1"'
+has monitoring-tuned '^    grafana_folder: Kubernetes$'
+hasnt monitoring-tuned '^kind: ServiceMonitor$'
+# No Service outside the cluster, so nothing to scrape.
+render monitoring-external --set external.url=https://127.0.0.1:8443 --set metrics.serviceMonitor.enabled=true
+hasnt monitoring-external '^kind: ServiceMonitor$'
+
 # Every values file under ci/ (chart-testing convention) renders too.
 for f in "$CHART"/ci/*-values.yaml; do
   [[ -e "$f" ]] || continue
@@ -202,6 +241,8 @@ refuse two-cert-modes 'mutually exclusive' --set certManager.enabled=true --set 
 refuse secret-without-ca 'needs tls.caBundle' --set tls.existingSecret=x
 refuse issuer-without-cm 'only used with certManager' --set certManager.issuerRef.name=x
 refuse negative-delay 'delaySeconds' --set shutdown.delaySeconds=-1
+refuse bad-for 'rolloutStalledFor' --set metrics.prometheusRule.rolloutStalledFor=soon
+refuse bad-ratio 'errorRatio' --set metrics.prometheusRule.errorRatio=5
 refuse grace-too-short 'terminationGracePeriodSeconds \(30\) must exceed .* \(30\)' --set shutdown.terminationGracePeriodSeconds=30
 
 if ((fails)); then
