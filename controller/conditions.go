@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // trouble is why a node that should run the set has no available pod.
@@ -161,4 +163,80 @@ func unschedulable(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// taintExclusions counts the nodes a set's selector admits but untolerated
+// taints keep away, per set of taints, for the NodesExcluded condition. The
+// eligibility checker is made on the first such node only: most sets have
+// none.
+type taintExclusions struct {
+	elig   *placement.Eligibility
+	counts map[string]int
+}
+
+// maxTaintsInMessage is how many taint groups the message lists.
+const maxTaintsInMessage = 3
+
+func (x *taintExclusions) add(ds *everynodev1alpha1.DaemonSet, ns *nodeState) {
+	r := ns.decision.Reason
+	if ns.node == nil || (r != placement.ReasonUntoleratedNoS && r != placement.ReasonUntoleratedNoE) {
+		return
+	}
+	if x.elig == nil {
+		x.elig = placement.NewEligibility(ds)
+		x.counts = map[string]int{}
+	}
+	var names []string
+	for _, t := range x.elig.UntoleratedTaints(ns.node) {
+		names = append(names, placement.TaintString(&t))
+	}
+	x.counts["taint "+strings.Join(names, ", ")+" not tolerated"]++
+}
+
+// condition is NodesExcluded, ok false when no node is excluded by taints.
+// The message is the same whatever order the nodes came in.
+func (x *taintExclusions) condition(generation int64, now metav1.Time) (metav1.Condition, bool) {
+	if len(x.counts) == 0 {
+		return metav1.Condition{}, false
+	}
+	type group struct {
+		what  string
+		nodes int
+	}
+	groups := make([]group, 0, len(x.counts))
+	total := 0
+	for what, n := range x.counts {
+		groups = append(groups, group{what, n})
+		total += n
+	}
+	sort.Slice(groups, func(i, j int) bool {
+		if groups[i].nodes != groups[j].nodes {
+			return groups[i].nodes > groups[j].nodes
+		}
+		return groups[i].what < groups[j].what
+	})
+	var parts []string
+	for i, g := range groups {
+		if i == maxTaintsInMessage {
+			parts = append(parts, fmt.Sprintf("and %d more taint sets", len(groups)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d %s: %s", g.nodes, nodesWord(g.nodes), g.what))
+	}
+	return metav1.Condition{
+		Type:               everynodev1alpha1.ConditionNodesExcluded,
+		Status:             metav1.ConditionTrue,
+		ObservedGeneration: generation,
+		LastTransitionTime: now,
+		Reason:             everynodev1alpha1.ReasonUntoleratedTaints,
+		Message: fmt.Sprintf("%d %s the selector admits kept away by taints: %s (kubectl everynode explain tells each node)",
+			total, nodesWord(total), strings.Join(parts, "; ")),
+	}, true
+}
+
+func nodesWord(n int) string {
+	if n == 1 {
+		return "node"
+	}
+	return "nodes"
 }

@@ -50,8 +50,9 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 		st.ObservedGeneration = ds.Generation
 	}
 	var (
-		ts troubles
-		ro rollout
+		ts       troubles
+		ro       rollout
+		excluded taintExclusions
 	)
 	minReady := ds.Spec.MinReadySeconds
 	for i := range v.nodes {
@@ -66,6 +67,7 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 			if scheduled {
 				st.NumberMisscheduled++
 			}
+			excluded.add(ds, ns)
 			continue
 		}
 		st.DesiredNumberScheduled++
@@ -124,6 +126,11 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 	now := metav1.NewTime(v.now)
 	meta.SetStatusCondition(&st.Conditions, availableCondition(&st, &ts, now))
 	meta.SetStatusCondition(&st.Conditions, progressingCondition(&st, &ts, &ro, now))
+	if c, ok := excluded.condition(st.ObservedGeneration, now); ok {
+		meta.SetStatusCondition(&st.Conditions, c)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, everynodev1alpha1.ConditionNodesExcluded)
+	}
 	return st, nextAvailable, ro.pending == 0
 }
 

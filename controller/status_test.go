@@ -274,3 +274,43 @@ func TestStatusWrittenOnlyWhenChanged(t *testing.T) {
 		t.Errorf("Available = %+v, want True since t0", c)
 	}
 }
+
+// Nodes kept away by untolerated taints are counted per taint in the
+// NodesExcluded condition, so `kubectl describe` says why; nodes the
+// selector leaves out are not, and the condition goes once none is left.
+func TestNodesExcludedCondition(t *testing.T) {
+	f := newFixture(t)
+	nodes := addNodes(f, 5)
+	gpu := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	nodes[1].Spec.Taints = []corev1.Taint{gpu}
+	nodes[2].Spec.Taints = []corev1.Taint{gpu}
+	nodes[3].Spec.Taints = []corev1.Taint{{Key: "evict", Effect: corev1.TaintEffectNoExecute}, gpu}
+	nodes[4].Labels = map[string]string{"pool": "other"}
+	nodes[4].Spec.Taints = []corev1.Taint{gpu}
+	f.update(nodes[1], nodes[2], nodes[3], nodes[4])
+	ds := newSet("agent")
+	ds.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpDoesNotExist}}}},
+	}}}
+	f.add(ds)
+	f.mustSync(ds)
+	c := meta.FindStatusCondition(f.set(ds).Status.Conditions, everynodev1alpha1.ConditionNodesExcluded)
+	if c == nil {
+		t.Fatal("no NodesExcluded condition")
+	}
+	want := "3 nodes the selector admits kept away by taints: 2 nodes: taint dedicated=gpu:NoSchedule not tolerated; " +
+		"1 node: taint evict:NoExecute, dedicated=gpu:NoSchedule not tolerated (kubectl everynode explain tells each node)"
+	if c.Status != metav1.ConditionTrue || c.Reason != everynodev1alpha1.ReasonUntoleratedTaints || c.Message != want {
+		t.Errorf("condition %s/%s %q, want True/%s %q", c.Status, c.Reason, c.Message, everynodev1alpha1.ReasonUntoleratedTaints, want)
+	}
+
+	for _, n := range nodes[1:4] {
+		n.Spec.Taints = nil
+	}
+	f.update(nodes[1], nodes[2], nodes[3])
+	f.syncCaches()
+	f.mustSync(ds)
+	if c := meta.FindStatusCondition(f.set(ds).Status.Conditions, everynodev1alpha1.ConditionNodesExcluded); c != nil {
+		t.Errorf("NodesExcluded %s %q after the taints went; want no condition", c.Status, c.Message)
+	}
+}

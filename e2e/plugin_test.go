@@ -195,6 +195,15 @@ func TestPluginExplain(t *testing.T) {
 			t.Errorf("the summary lacks %q:\n%s", line, out)
 		}
 	}
+	// The set's status says it too, for kubectl describe.
+	eventually(t, settle, "the NodesExcluded condition", func() (bool, string, error) {
+		for _, c := range getSet(t, ns, "agent").Status.Conditions {
+			if c.Type == everynodev1alpha1.ConditionNodesExcluded {
+				return strings.Contains(c.Message, "1 node: taint e2e/dedicated=gpu:NoSchedule not tolerated"), c.Message, nil
+			}
+		}
+		return false, "no NodesExcluded condition", nil
+	})
 	if _, err := kubectlEverynode(t, time.Minute, "explain", "ghost", "-n", ns); err == nil {
 		t.Error("explain of a set that does not exist succeeded")
 	}

@@ -120,11 +120,20 @@ func requirementString(prefix string, req corev1.NodeSelectorRequirement) string
 	return s
 }
 
-// untoleratedTaints names the node's NoSchedule and NoExecute taints that
-// the template's tolerations, with the default daemon tolerations, leave
-// untolerated: the same test ForNode makes.
+// untoleratedTaints names the taints UntoleratedTaints returns.
 func (e *Eligibility) untoleratedTaints(node *corev1.Node) []string {
 	var out []string
+	for _, t := range e.UntoleratedTaints(node) {
+		out = append(out, fmt.Sprintf("taint %s not tolerated", TaintString(&t)))
+	}
+	return out
+}
+
+// UntoleratedTaints returns the node's NoSchedule and NoExecute taints that
+// the template's tolerations, with the default daemon tolerations, leave
+// untolerated: the same test ForNode makes.
+func (e *Eligibility) UntoleratedTaints(node *corev1.Node) []corev1.Taint {
+	var out []corev1.Taint
 	for i := range node.Spec.Taints {
 		taint := &node.Spec.Taints[i]
 		if taint.Effect != corev1.TaintEffectNoSchedule && taint.Effect != corev1.TaintEffectNoExecute {
@@ -133,7 +142,7 @@ func (e *Eligibility) untoleratedTaints(node *corev1.Node) []string {
 		if corev1helpers.TolerationsTolerateTaint(klog.Background(), e.tolerations, taint, true) {
 			continue
 		}
-		out = append(out, fmt.Sprintf("taint %s not tolerated", TaintString(taint)))
+		out = append(out, *taint)
 	}
 	return out
 }

@@ -35,6 +35,11 @@ const (
 	// ConditionAvailable is True when every node that should run the daemon
 	// has an available pod of it.
 	ConditionAvailable = "Available"
+	// ConditionNodesExcluded is True when nodes the set's nodeSelector and
+	// affinity select are kept away by taints its pods do not tolerate; its
+	// message counts them per taint. It is absent when there are none
+	// (nodes the selector leaves out are the user's choice, not news).
+	ConditionNodesExcluded = "NodesExcluded"
 )
 
 // Reasons of the Progressing and Available conditions. They are API: users,
@@ -53,6 +58,8 @@ const (
 	ReasonOnDelete = "OnDelete"
 	// ReasonPaused: Progressing is False because rollingUpdate.paused.
 	ReasonPaused = "Paused"
+	// ReasonUntoleratedTaints: NodesExcluded is True.
+	ReasonUntoleratedTaints = "UntoleratedTaints"
 
 	// Reasons of a condition that is False (or of a rollout that waits),
 	// from the most to the least telling.
