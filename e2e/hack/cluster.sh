@@ -41,8 +41,13 @@ rules:
 YAML
 }
 
+# kwok plays the kubelet with the Stages in e2e/kwok/stages.yaml on top of
+# its default ones (images that never pull, crash loops, in-place image
+# changes; e2e/kwok/README.md): a second --config for the kwok controller.
+# (Stages given to kwokctl itself would replace all of kwok's defaults,
+# node Stages included.) bench.sh does the same.
 kwokctl_config() {
-  cat >"$STATE/kwokctl.yaml" <<'YAML'
+  cat >"$STATE/kwokctl.yaml" <<YAML
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 componentsPatches:
@@ -50,6 +55,10 @@ componentsPatches:
   extraArgs:
   - key: leader-elect
     value: "false"
+- name: kwok-controller
+  extraArgs:
+  - key: config
+    value: "$ROOT/e2e/kwok/stages.yaml"
 YAML
 }
 
