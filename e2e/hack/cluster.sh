@@ -243,7 +243,10 @@ restart_apiserver() {
   # exec: $! is kube-apiserver itself (for the pid file), and no shell
   # keeps the caller's stdout open.
   (cd "$cwd" && exec nohup "${cmd[@]}") >>"$dir/logs/kube-apiserver.log" 2>&1 </dev/null &
-  echo $! >"$dir/pids/kube-apiserver.pid"
+  # No newline: kwokctl reads the file with strconv.Atoi, and with one it
+  # takes kube-apiserver for stopped, so `kwokctl delete cluster` (cluster.sh
+  # down) would leave the restarted process running.
+  printf '%s' "$!" >"$dir/pids/kube-apiserver.pid"
   wait_for "kube-apiserver /readyz" 120 kubectl get --raw /readyz
 }
 
