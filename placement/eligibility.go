@@ -76,10 +76,7 @@ func (e *Eligibility) ForNode(node *corev1.Node) Decision {
 	untoleratedNoSchedule := false
 	for i := range node.Spec.Taints {
 		taint := &node.Spec.Taints[i]
-		if taint.Effect != corev1.TaintEffectNoSchedule && taint.Effect != corev1.TaintEffectNoExecute {
-			continue
-		}
-		if corev1helpers.TolerationsTolerateTaint(klog.Background(), e.tolerations, taint, true) {
+		if e.tolerates(taint) {
 			continue
 		}
 		if taint.Effect == corev1.TaintEffectNoExecute {
@@ -91,6 +88,16 @@ func (e *Eligibility) ForNode(node *corev1.Node) Decision {
 		return Decision{ShouldContinueRunning: true, Reason: ReasonUntoleratedNoS}
 	}
 	return Decision{ShouldRun: true, ShouldContinueRunning: true}
+}
+
+// tolerates reports whether a taint leaves a daemon pod alone: it is
+// neither NoSchedule nor NoExecute, or the template's tolerations with the
+// default daemon tolerations tolerate it.
+func (e *Eligibility) tolerates(taint *corev1.Taint) bool {
+	if taint.Effect != corev1.TaintEffectNoSchedule && taint.Effect != corev1.TaintEffectNoExecute {
+		return true
+	}
+	return corev1helpers.TolerationsTolerateTaint(klog.Background(), e.tolerations, taint, true)
 }
 
 // NodeShouldRunDaemonPod is the one-shot form of NewEligibility(ds).ForNode,

@@ -7,9 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/klog/v2"
-
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 )
 
 // Explanation says why a set should or should not run on one node, in the
@@ -135,14 +132,9 @@ func (e *Eligibility) untoleratedTaints(node *corev1.Node) []string {
 func (e *Eligibility) UntoleratedTaints(node *corev1.Node) []corev1.Taint {
 	var out []corev1.Taint
 	for i := range node.Spec.Taints {
-		taint := &node.Spec.Taints[i]
-		if taint.Effect != corev1.TaintEffectNoSchedule && taint.Effect != corev1.TaintEffectNoExecute {
-			continue
+		if !e.tolerates(&node.Spec.Taints[i]) {
+			out = append(out, node.Spec.Taints[i])
 		}
-		if corev1helpers.TolerationsTolerateTaint(klog.Background(), e.tolerations, taint, true) {
-			continue
-		}
-		out = append(out, *taint)
 	}
 	return out
 }
