@@ -20,12 +20,19 @@ import (
 	"everynode.io/everynode/client/informers/externalversions"
 )
 
-// TestRun wires the controller to running informers over fake clientsets
-// and checks that it follows nodes coming and going. It waits for outcomes
-// with a generous bound (a failure, never a timing measurement).
-func TestRun(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// runEnv is a controller's surroundings over fake clientsets: nodes a and
+// b, the set agent, informers that start on demand, and a fake API server
+// that names and numbers the pods it creates.
+type runEnv struct {
+	t       *testing.T
+	ctx     context.Context
+	kube    *kubefake.Clientset
+	client  *everynodefake.Clientset
+	kubeInf informers.SharedInformerFactory
+	setInf  externalversions.SharedInformerFactory
+}
+
+func newRunEnv(t *testing.T, ctx context.Context) *runEnv {
 	kube := kubefake.NewSimpleClientset(newNode("a", nil), newNode("b", nil))
 	var seq atomic.Int64
 	kube.PrependReactor("create", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
@@ -35,22 +42,43 @@ func TestRun(t *testing.T) {
 		pod.UID = types.UID(fmt.Sprint("pod-", n))
 		return false, nil, nil
 	})
-	ds := newSet("agent")
-	client := everynodefake.NewSimpleClientset(ds)
-	kubeInf := informers.NewSharedInformerFactory(kube, 0)
-	setInf := externalversions.NewSharedInformerFactory(client, 0)
-	c, err := New(ctx, Config{
-		KubeClient: kube, Client: client,
-		DaemonSets: setInf.Everynode().V1alpha1().DaemonSets(),
-		Pods:       kubeInf.Core().V1().Pods(),
-		Nodes:      kubeInf.Core().V1().Nodes(),
-		Revisions:  kubeInf.Apps().V1().ControllerRevisions(),
+	client := everynodefake.NewSimpleClientset(newSet("agent"))
+	return &runEnv{t: t, ctx: ctx, kube: kube, client: client,
+		kubeInf: informers.NewSharedInformerFactory(kube, 0),
+		setInf:  externalversions.NewSharedInformerFactory(client, 0)}
+}
+
+// newController makes a controller on the environment's informers.
+func (e *runEnv) newController() *Controller {
+	e.t.Helper()
+	c, err := New(e.ctx, Config{
+		KubeClient: e.kube, Client: e.client,
+		DaemonSets: e.setInf.Everynode().V1alpha1().DaemonSets(),
+		Pods:       e.kubeInf.Core().V1().Pods(),
+		Nodes:      e.kubeInf.Core().V1().Nodes(),
+		Revisions:  e.kubeInf.Apps().V1().ControllerRevisions(),
 	})
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	kubeInf.Start(ctx.Done())
-	setInf.Start(ctx.Done())
+	return c
+}
+
+func (e *runEnv) start() {
+	e.kubeInf.Start(e.ctx.Done())
+	e.setInf.Start(e.ctx.Done())
+}
+
+// TestRun wires the controller to running informers over fake clientsets
+// and checks that it follows nodes coming and going. It waits for outcomes
+// with a generous bound (a failure, never a timing measurement).
+func TestRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := newRunEnv(t, ctx)
+	kube, client := env.kube, env.client
+	c := env.newController()
+	env.start()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, 2) }()
 
@@ -86,7 +114,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("a's pod gone", func(pods []corev1.Pod) bool { return len(pods) == 2 && onNodes(pods)["a"] == 0 })
-	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		got, err := client.EverynodeV1alpha1().DaemonSets(ns).Get(ctx, "agent", metav1.GetOptions{})
 		return err == nil && got.Status.DesiredNumberScheduled == 2 && got.Status.CurrentNumberScheduled == 2, err
 	})
@@ -120,32 +148,8 @@ func TestRunErrors(t *testing.T) {
 func TestLeadershipTerms(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	kube := kubefake.NewSimpleClientset(newNode("a", nil), newNode("b", nil))
-	var seq atomic.Int64
-	kube.PrependReactor("create", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		pod := action.(clienttesting.CreateAction).GetObject().(*corev1.Pod)
-		n := seq.Add(1)
-		pod.Name = fmt.Sprintf("%s%d", pod.GenerateName, n)
-		pod.UID = types.UID(fmt.Sprint("pod-", n))
-		return false, nil, nil
-	})
-	client := everynodefake.NewSimpleClientset(newSet("agent"))
-	kubeInf := informers.NewSharedInformerFactory(kube, 0)
-	setInf := externalversions.NewSharedInformerFactory(client, 0)
-	newController := func() *Controller {
-		t.Helper()
-		c, err := New(ctx, Config{
-			KubeClient: kube, Client: client,
-			DaemonSets: setInf.Everynode().V1alpha1().DaemonSets(),
-			Pods:       kubeInf.Core().V1().Pods(),
-			Nodes:      kubeInf.Core().V1().Nodes(),
-			Revisions:  kubeInf.Apps().V1().ControllerRevisions(),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	env := newRunEnv(t, ctx)
+	kube, newController := env.kube, env.newController
 	perNode := func() map[string]int {
 		list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -168,8 +172,7 @@ func TestLeadershipTerms(t *testing.T) {
 	}
 
 	first := newController()
-	kubeInf.Start(ctx.Done())
-	setInf.Start(ctx.Done())
+	env.start()
 	termCtx, endTerm := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- first.Run(termCtx, 2) }()
