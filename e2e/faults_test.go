@@ -206,6 +206,27 @@ func pidFile(t *testing.T, name string) int {
 	return pid
 }
 
+// twoReplicas runs two everynode replicas sharing the Lease and returns
+// their pids. Replica 1 leads: the harness's replica (the one the webhooks
+// and kube-scheduler call) stops first, releasing the Lease, and comes
+// back as the follower. The harness's single replica is back after the
+// test.
+func twoReplicas(t *testing.T) (leader, follower int) {
+	t.Helper()
+	everynodeProcess(t, "stop-everynode")
+	everynodeProcess(t, "start-replica", "1")
+	t.Cleanup(func() {
+		everynodeProcess(t, "stop-replica", "1")
+		everynodeProcess(t, "start-everynode")
+	})
+	leader = pidFile(t, "everynode-1.pid")
+	eventually(t, time.Minute, "replica 1 to lead", func() (bool, string, error) {
+		return leaseHolderPID(t) == leader, fmt.Sprintf("holder pid %d", leaseHolderPID(t)), nil
+	})
+	everynodeProcess(t, "start-everynode")
+	return leader, pidFile(t, "everynode.pid")
+}
+
 // rollingSet is a set over nodes that replaces one pod at a time, with no
 // surge: a node must never hold two of its pods.
 func rollingSet(ns string, sel map[string]string) *everynodev1alpha1.DaemonSet {
@@ -225,40 +246,55 @@ func updatedAtLeast(t *testing.T, ns string, n int32) {
 	})
 }
 
+// rollout is a rolling update under way: a set over its own nodes going
+// from agent:v1 to agent:v2, one pod at a time with no surge, watched for
+// duplicates from the moment the template changed.
+type rollout struct {
+	ns    string
+	nodes []string
+	start time.Time
+	dups  *duplicateWatch
+}
+
+// startRollout makes n nodes and the set, waits for a pod on each, changes
+// the image and returns once updated pods run it.
+func startRollout(t *testing.T, prefix string, n int, updated int32) *rollout {
+	t.Helper()
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: prefix + "-" + randSuffix()}
+	nodes := createNodes(t, prefix, n, sel)
+	createSet(t, rollingSet(ns, sel))
+	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, nil)
+	})
+	r := &rollout{ns: ns, nodes: nodes, start: time.Now(), dups: watchForDuplicates(t, ns, "agent")}
+	updateSet(t, ns, "agent", withImage("registry.example/agent:v2"))
+	updatedAtLeast(t, ns, updated)
+	return r
+}
+
+// finish waits for the rollout to complete, then checks that no node ever
+// held two live pods and none got a pod twice for one revision.
+func (r *rollout) finish(t *testing.T) {
+	t.Helper()
+	eventually(t, 3*settle, "the rollout to finish", rolledOut(t, r.ns, "agent", r.nodes, "registry.example/agent:v2"))
+	r.dups.check(t)
+	creates := podCreates(t, r.ns, r.start)
+	if d := twice(creates); len(d) > 0 {
+		t.Errorf("pods created twice for one node and revision: %v", d)
+	}
+	t.Logf("%d pod creates during the rollout, none twice for one node and revision", len(creates))
+}
+
 // Two replicas share the Lease; the leader is killed (SIGKILL, no release)
 // in the middle of a rolling update over 24 nodes. The other replica,
 // which serves the webhooks throughout, takes over once the Lease expires
 // and finishes the rollout, and no node ever holds two live pods or gets
 // a pod of one revision twice.
 func TestLeaderKilledMidRollout(t *testing.T) {
-	// Replica 1 leads: the harness's replica (the one the webhooks and
-	// kube-scheduler call) stops first, releasing the Lease, and comes
-	// back as the follower.
-	everynodeProcess(t, "stop-everynode")
-	everynodeProcess(t, "start-replica", "1")
-	t.Cleanup(func() {
-		everynodeProcess(t, "stop-replica", "1")
-		everynodeProcess(t, "start-everynode")
-	})
-	leader := pidFile(t, "everynode-1.pid")
-	eventually(t, time.Minute, "replica 1 to lead", func() (bool, string, error) {
-		return leaseHolderPID(t) == leader, fmt.Sprintf("holder pid %d", leaseHolderPID(t)), nil
-	})
-	everynodeProcess(t, "start-everynode")
-	follower := pidFile(t, "everynode.pid")
+	leader, follower := twoReplicas(t)
 
-	ns := newNamespace(t)
-	sel := map[string]string{scenarioLabel: "failover-" + randSuffix()}
-	nodes := createNodes(t, "failover", 24, sel)
-	createSet(t, rollingSet(ns, sel))
-	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
-		return podsOnNodes(t, ns, "agent", nodes, nil)
-	})
-
-	start := time.Now()
-	dups := watchForDuplicates(t, ns, "agent")
-	updateSet(t, ns, "agent", withImage("registry.example/agent:v2"))
-	updatedAtLeast(t, ns, 4)
+	r := startRollout(t, "failover", 24, 4)
 	if err := syscall.Kill(leader, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill the leader: %v", err)
 	}
@@ -267,14 +303,7 @@ func TestLeaderKilledMidRollout(t *testing.T) {
 		return leaseHolderPID(t) == follower, fmt.Sprintf("holder pid %d", leaseHolderPID(t)), nil
 	})
 	t.Logf("takeover: the follower holds the Lease %.1fs after the leader was killed", time.Since(killed).Seconds())
-	eventually(t, 3*settle, "the rollout to finish", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v2"))
-	dups.check(t)
-
-	creates := podCreates(t, ns, start)
-	if d := twice(creates); len(d) > 0 {
-		t.Errorf("pods created twice for one node and revision: %v", d)
-	}
-	t.Logf("%d pod creates during the rollout, none twice for one node and revision", len(creates))
+	r.finish(t)
 }
 
 // Deleting a set with --cascade=orphan completes at once (its revisions
@@ -379,25 +408,10 @@ func everynodeRequests(t *testing.T, from, to time.Time) int {
 // pods, and does not spin: its request rate in the minute after recovery
 // is logged and bounded (a hot loop would send thousands).
 func TestAPIServerRestartMidRollout(t *testing.T) {
-	ns := newNamespace(t)
-	sel := map[string]string{scenarioLabel: "apirestart-" + randSuffix()}
-	nodes := createNodes(t, "apirestart", 20, sel)
-	createSet(t, rollingSet(ns, sel))
-	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
-		return podsOnNodes(t, ns, "agent", nodes, nil)
-	})
-
-	start := time.Now()
-	dups := watchForDuplicates(t, ns, "agent")
-	updateSet(t, ns, "agent", withImage("registry.example/agent:v2"))
-	updatedAtLeast(t, ns, 3)
+	r := startRollout(t, "apirestart", 20, 3)
 	everynodeProcess(t, "restart-apiserver", "5")
 	recovered := time.Now()
-	eventually(t, 3*settle, "the rollout to finish", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v2"))
-	dups.check(t)
-	if d := twice(podCreates(t, ns, start)); len(d) > 0 {
-		t.Errorf("pods created twice for one node and revision: %v", d)
-	}
+	r.finish(t)
 
 	if wait := time.Until(recovered.Add(time.Minute)); wait > 0 {
 		time.Sleep(wait)
@@ -586,31 +600,9 @@ func TestUpgradeOverLegacyRevisions(t *testing.T) {
 // serving (upstream's controllers exit instead); the new leader finishes
 // the rollout, and no node ever holds two live pods.
 func TestLeaderPausedPastItsLease(t *testing.T) {
-	everynodeProcess(t, "stop-everynode")
-	everynodeProcess(t, "start-replica", "1")
-	t.Cleanup(func() {
-		everynodeProcess(t, "stop-replica", "1")
-		everynodeProcess(t, "start-everynode")
-	})
-	leader := pidFile(t, "everynode-1.pid")
-	eventually(t, time.Minute, "replica 1 to lead", func() (bool, string, error) {
-		return leaseHolderPID(t) == leader, fmt.Sprintf("holder pid %d", leaseHolderPID(t)), nil
-	})
-	everynodeProcess(t, "start-everynode")
-	follower := pidFile(t, "everynode.pid")
+	leader, follower := twoReplicas(t)
 
-	ns := newNamespace(t)
-	sel := map[string]string{scenarioLabel: "paused-" + randSuffix()}
-	nodes := createNodes(t, "paused", 20, sel)
-	createSet(t, rollingSet(ns, sel))
-	eventually(t, settle, "a pod on each node", func() (bool, string, error) {
-		return podsOnNodes(t, ns, "agent", nodes, nil)
-	})
-
-	start := time.Now()
-	dups := watchForDuplicates(t, ns, "agent")
-	updateSet(t, ns, "agent", withImage("registry.example/agent:v2"))
-	updatedAtLeast(t, ns, 4)
+	r := startRollout(t, "paused", 20, 4)
 	if err := syscall.Kill(leader, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -622,11 +614,7 @@ func TestLeaderPausedPastItsLease(t *testing.T) {
 	if err := syscall.Kill(leader, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*settle, "the rollout to finish", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v2"))
-	dups.check(t)
-	if d := twice(podCreates(t, ns, start)); len(d) > 0 {
-		t.Errorf("pods created twice for one node and revision: %v", d)
-	}
+	r.finish(t)
 
 	logPath := filepath.Join(repoRoot, ".e2e", "logs", "everynode-1.log")
 	eventually(t, time.Minute, "the old leader to say it stopped its controller and rejoined", func() (bool, string, error) {
