@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -28,6 +29,10 @@ func (c *Controller) constructHistory(ctx context.Context, ds *everynodev1alpha1
 		return nil, nil, err
 	}
 	var current []*appsv1.ControllerRevision
+	key := cache.MetaObjectToName(ds)
+	known := c.state.canonicalRevisions(key)
+	canonical := make(map[types.UID]struct{}, len(revs))
+	defer func() { c.state.setCanonicalRevisions(key, canonical) }()
 	for _, rev := range revs {
 		if _, ok := rev.Labels[revision.HashLabel]; !ok {
 			// Written by someone else: label it by name, as upstream, so
@@ -41,11 +46,12 @@ func (c *Controller) constructHistory(ctx context.Context, ds *everynodev1alpha1
 				return nil, nil, fmt.Errorf("label ControllerRevision %s: %w", toUpdate.Name, err)
 			}
 		}
-		if !revision.IsCanonical(rev.Data.Raw) {
+		if _, ok := known[rev.UID]; !ok && !revision.IsCanonical(rev.Data.Raw) {
 			if rev, err = c.replaceWithCanonical(ctx, rev); err != nil {
 				return nil, nil, err
 			}
 		}
+		canonical[rev.UID] = struct{}{}
 		if revision.MatchData(want, rev.Data.Raw) {
 			current = append(current, rev)
 		} else {

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -18,6 +19,10 @@ type setState struct {
 	expected expectations
 	written  statusWrite
 	pace     pacing.Set
+	// canonical holds the UIDs of the set's revisions whose data was found
+	// in canonical form: data is immutable, so each is checked once, not
+	// decoded and encoded again on every sync.
+	canonical map[types.UID]struct{}
 }
 
 // setStates holds the setState of every set under one lock, and forgets a
@@ -171,4 +176,18 @@ func (s *setStates) synced(key cache.ObjectName, cost time.Duration) {
 func (s *setStates) podEventDelay(key cache.ObjectName) (d time.Duration) {
 	s.with(key, func(st *setState) { d = s.pacer.PodEventDelay(&st.pace) })
 	return d
+}
+
+// canonicalRevisions returns the UIDs of the set's revisions known to hold
+// canonical data. The caller must not change the map; it replaces it with
+// setCanonicalRevisions.
+func (s *setStates) canonicalRevisions(key cache.ObjectName) (uids map[types.UID]struct{}) {
+	s.with(key, func(st *setState) { uids = st.canonical })
+	return uids
+}
+
+// setCanonicalRevisions records the revisions known to hold canonical data;
+// revisions gone since are dropped with the old map.
+func (s *setStates) setCanonicalRevisions(key cache.ObjectName, uids map[types.UID]struct{}) {
+	s.with(key, func(st *setState) { st.canonical = uids })
 }
