@@ -8,6 +8,7 @@ package explain
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -64,6 +65,10 @@ type NodeReport struct {
 	// Reason is the node's line in the summary; empty for a node that
 	// runs a ready pod or should not run one and has none.
 	Reason string `json:"reason,omitempty"`
+
+	// states are the containers' states without names or counts
+	// ("CrashLoopBackOff"), once each, so the summary groups nodes by them.
+	states []string
 }
 
 // build explains ds over nodes. pods are the set's pods (any node);
@@ -128,17 +133,25 @@ func pick(pods []*corev1.Pod) *corev1.Pod {
 func describePod(nr *NodeReport, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, failure string) {
 	nr.Pod, nr.Phase, nr.PodReady = pod.Name, string(pod.Status.Phase), placement.IsPodReady(pod)
 	for _, cs := range pod.Status.ContainerStatuses {
+		var state, detail string
 		switch {
 		case cs.State.Waiting != nil:
-			s := fmt.Sprintf("%s: waiting, %s", cs.Name, cs.State.Waiting.Reason)
+			state = cs.State.Waiting.Reason
+			detail = "waiting, " + state
 			if cs.RestartCount > 0 {
-				s += fmt.Sprintf(", %d restarts", cs.RestartCount)
+				detail += fmt.Sprintf(", %d restarts", cs.RestartCount)
 			}
-			nr.Containers = append(nr.Containers, s)
 		case cs.State.Terminated != nil:
-			nr.Containers = append(nr.Containers, fmt.Sprintf("%s: terminated, %s (exit code %d)", cs.Name, cs.State.Terminated.Reason, cs.State.Terminated.ExitCode))
+			state = fmt.Sprintf("terminated, %s (exit code %d)", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
+			detail = state
 		case cs.State.Running != nil && !cs.Ready:
-			nr.Containers = append(nr.Containers, cs.Name+": running, not ready")
+			state, detail = "running, not ready", "running, not ready"
+		default:
+			continue
+		}
+		nr.Containers = append(nr.Containers, cs.Name+": "+detail)
+		if !slices.Contains(nr.states, state) {
+			nr.states = append(nr.states, state)
 		}
 	}
 	if pod.Status.Phase == corev1.PodPending {
@@ -181,31 +194,10 @@ func reason(nr *NodeReport) string {
 	case nr.Phase == string(corev1.PodPending) && nr.Scheduler != "":
 		return "pod Pending: the scheduler cannot place it"
 	case len(nr.Containers) > 0:
-		return "pod " + nr.Phase + ", not ready: " + waitingReasons(nr.Containers)
+		return "pod " + nr.Phase + ", not ready: " + strings.Join(nr.states, "; ")
 	default:
 		return "pod " + nr.Phase + ", not ready"
 	}
-}
-
-// waitingReasons keeps the state part of container lines ("waiting,
-// CrashLoopBackOff") without names or counts, so nodes group by state.
-func waitingReasons(containers []string) string {
-	seen := map[string]bool{}
-	var out []string
-	for _, c := range containers {
-		_, state, _ := strings.Cut(c, ": ")
-		if i := strings.Index(state, ", "); i >= 0 && strings.HasPrefix(state, "waiting") {
-			state = state[i+2:]
-			if j := strings.Index(state, ", "); j >= 0 {
-				state = state[:j]
-			}
-		}
-		if !seen[state] {
-			seen[state] = true
-			out = append(out, state)
-		}
-	}
-	return strings.Join(out, "; ")
 }
 
 // newestFailures maps pod name to its newest FailedScheduling message.
