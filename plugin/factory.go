@@ -46,37 +46,41 @@ func (f *configFactory) restConfig() (*rest.Config, error) {
 }
 
 func (f *configFactory) EverynodeClient() (versioned.Interface, error) {
-	cfg, err := f.restConfig()
+	c, err := newClient(f, "everynode", versioned.NewForConfig)
 	if err != nil {
 		return nil, err
-	}
-	c, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("everynode client: %w", err)
 	}
 	return c, nil
 }
 
 func (f *configFactory) AppsClient() (appsv1client.AppsV1Interface, error) {
-	cfg, err := f.restConfig()
+	c, err := newClient(f, "apps/v1", appsv1client.NewForConfig)
 	if err != nil {
 		return nil, err
-	}
-	c, err := appsv1client.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("apps/v1 client: %w", err)
 	}
 	return c, nil
 }
 
 func (f *configFactory) CoreClient() (corev1client.CoreV1Interface, error) {
-	cfg, err := f.restConfig()
+	c, err := newClient(f, "core/v1", corev1client.NewForConfig)
 	if err != nil {
 		return nil, err
 	}
-	c, err := corev1client.NewForConfig(cfg)
+	return c, nil
+}
+
+// newClient makes one client from the plugin's REST config; what names it
+// in the error. The callers turn a failure into a nil interface, not a
+// typed nil pointer.
+func newClient[C any](f *configFactory, what string, newForConfig func(*rest.Config) (C, error)) (C, error) {
+	var zero C
+	cfg, err := f.restConfig()
 	if err != nil {
-		return nil, fmt.Errorf("core/v1 client: %w", err)
+		return zero, err
+	}
+	c, err := newForConfig(cfg)
+	if err != nil {
+		return zero, fmt.Errorf("%s client: %w", what, err)
 	}
 	return c, nil
 }
