@@ -221,7 +221,8 @@ func twoReplicas(t *testing.T) (leader, follower int) {
 	})
 	leader = pidFile(t, "everynode-1.pid")
 	eventually(t, time.Minute, "replica 1 to lead", func() (bool, string, error) {
-		return leaseHolderPID(t) == leader, fmt.Sprintf("holder pid %d", leaseHolderPID(t)), nil
+		holder := leaseHolderPID(t)
+		return holder == leader, fmt.Sprintf("holder pid %d", holder), nil
 	})
 	everynodeProcess(t, "start-everynode")
 	return leader, pidFile(t, "everynode.pid")
@@ -300,7 +301,8 @@ func TestLeaderKilledMidRollout(t *testing.T) {
 	}
 	killed := time.Now()
 	eventually(t, time.Minute, "the follower to take the Lease", func() (bool, string, error) {
-		return leaseHolderPID(t) == follower, fmt.Sprintf("holder pid %d", leaseHolderPID(t)), nil
+		holder := leaseHolderPID(t)
+		return holder == follower, fmt.Sprintf("holder pid %d", holder), nil
 	})
 	t.Logf("takeover: the follower holds the Lease %.1fs after the leader was killed", time.Since(killed).Seconds())
 	r.finish(t)
@@ -608,7 +610,8 @@ func TestLeaderPausedPastItsLease(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(leader, syscall.SIGCONT) })
 	eventually(t, time.Minute, "the follower to take the Lease", func() (bool, string, error) {
-		return leaseHolderPID(t) == follower, fmt.Sprintf("holder pid %d", leaseHolderPID(t)), nil
+		holder := leaseHolderPID(t)
+		return holder == follower, fmt.Sprintf("holder pid %d", holder), nil
 	})
 	time.Sleep(2 * time.Second) // the new leader at work
 	if err := syscall.Kill(leader, syscall.SIGCONT); err != nil {
