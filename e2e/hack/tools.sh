@@ -29,7 +29,10 @@ build() {
   shift
 
   local want
-  want="$(cd "$dir" && { find . -name '*.go' -o -name '*.patch' -o -name go.mod -o -name go.sum | LC_ALL=C sort | xargs sha256sum; go version; echo "$ldflags $*"; } | sha256sum | cut -d' ' -f1)"
+  # The checkout's own path is left out of the stamp, so another checkout
+  # (a git worktree) that links .e2e/bin here finds the tools up to date.
+  local args="$*"
+  want="$(cd "$dir" && { find . -name '*.go' -o -name '*.patch' -o -name go.mod -o -name go.sum | LC_ALL=C sort | xargs sha256sum; go version; echo "$ldflags ${args//$ROOT/}"; } | sha256sum | cut -d' ' -f1)"
   local b missing=
   for b in "${bins[@]}"; do [[ -x "$BIN/$b" ]] || missing=1; done
   if [[ -z "$missing" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
