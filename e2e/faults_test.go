@@ -300,11 +300,26 @@ func TestLeaderKilledMidRollout(t *testing.T) {
 		t.Fatalf("kill the leader: %v", err)
 	}
 	killed := time.Now()
+	lease, err := kube.CoordinationV1().Leases(releaseNamespace).Get(ctx(t), releaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get the leader Lease: %v", err)
+	}
 	eventually(t, time.Minute, "the follower to take the Lease", func() (bool, string, error) {
 		holder := leaseHolderPID(t)
 		return holder == follower, fmt.Sprintf("holder pid %d", holder), nil
 	})
-	t.Logf("takeover: the follower holds the Lease %.1fs after the leader was killed", time.Since(killed).Seconds())
+	took := time.Since(killed)
+	// The dead leader's last renewal plus the lease duration is when the
+	// Lease expired; client-go's follower takes it at most 2.4 retry
+	// periods later (README, "Controller"). Logged, not asserted: timing
+	// on a shared machine is for the note, not for a test.
+	if lease.Spec.RenewTime != nil && lease.Spec.LeaseDurationSeconds != nil {
+		expired := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
+		t.Logf("takeover: the follower holds the Lease %.1fs after the leader was killed, %.1fs after the Lease expired (last renewal + %ds)",
+			took.Seconds(), killed.Add(took).Sub(expired).Seconds(), *lease.Spec.LeaseDurationSeconds)
+	} else {
+		t.Logf("takeover: the follower holds the Lease %.1fs after the leader was killed", took.Seconds())
+	}
 	r.finish(t)
 }
 

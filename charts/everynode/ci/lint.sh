@@ -55,6 +55,7 @@ has default '"--ca-secret-name=everynode-ca"'
 has default '"--tls-dns-names=everynode.everynode-system.svc,everynode.everynode-system.svc.cluster.local"'
 has default '"--webhook-configurations=everynode,everynode"'
 has default '"--leader-elect=true"'
+has default '"--leader-elect-lease-duration=15s"'
 has default '"--controller-username=system:serviceaccount:everynode-system:everynode"'
 # /validate/pod skips exactly the identity the controller runs as.
 count default 1 '^    matchConditions:$'

@@ -160,6 +160,9 @@ outside the cluster (external.url), so both always agree.
 --namespace={{ .Release.Namespace }}
 --leader-elect={{ .Values.leaderElection.enabled }}
 --leader-election-id={{ include "everynode.fullname" . }}
+--leader-elect-lease-duration={{ .Values.leaderElection.leaseDuration }}
+--leader-elect-renew-deadline={{ .Values.leaderElection.renewDeadline }}
+--leader-elect-retry-period={{ .Values.leaderElection.retryPeriod }}
 --controller-username={{ include "everynode.controllerUsername" . }}
 --controller-workers={{ .Values.controller.workers }}
 --kube-api-qps={{ .Values.kubeAPI.qps }}
