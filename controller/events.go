@@ -22,4 +22,6 @@ const (
 	// ReasonRevisionCollision: the revision name of the set's template was
 	// taken by different data; collisionCount was raised.
 	ReasonRevisionCollision = "RevisionCollision"
+	// The Warning of a rollout that stopped itself is
+	// everynodev1alpha1.ReasonRolloutFailing, the reason of its condition.
 )

@@ -82,13 +82,33 @@ func (q *recordingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
 	q.TypedRateLimitingInterface.AddAfter(key, d)
 }
 
-// takeDelayed returns and forgets the recorded AddAfter calls.
+// takeDelayed returns and forgets the recorded AddAfter calls, except the
+// progress deadline's timers (600 s and more, a rollout under way sets one
+// each sync): takeDeadlines returns those.
 func (q *recordingQueue) takeDelayed() []delayed {
+	out, _ := q.take()
+	return out
+}
+
+// takeDeadlines returns and forgets the recorded AddAfter calls of the
+// progress deadline, and forgets the others too.
+func (q *recordingQueue) takeDeadlines() []delayed {
+	_, out := q.take()
+	return out
+}
+
+func (q *recordingQueue) take() (short, deadlines []delayed) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := q.delayed
+	for _, d := range q.delayed {
+		if d.after >= time.Duration(placement.DefaultProgressDeadlineSeconds)*time.Second {
+			deadlines = append(deadlines, d)
+		} else {
+			short = append(short, d)
+		}
+	}
 	q.delayed = nil
-	return out
+	return short, deadlines
 }
 
 // drain returns the keys ready in the queue, sorted, and empties it.

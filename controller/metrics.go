@@ -33,6 +33,13 @@ var (
 		Help:      "Daemon pods the controller asked the API server to delete, by result (success or error).",
 	}, []string{"result"})
 
+	rolloutsStopped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "everynode",
+		Subsystem: "controller",
+		Name:      "rollouts_stopped_total",
+		Help:      "Rollouts that stopped themselves because their updated pods failed (rollingUpdate.onFailure), by set and action (Pause or Rollback).",
+	}, []string{"namespace", "name", "action"})
+
 	queueDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "everynode", Subsystem: "workqueue", Name: "depth",
 		Help: "Current depth of the controller's work queue.",
@@ -66,12 +73,12 @@ var (
 )
 
 // RegisterMetrics registers the controller's metrics (sync duration, pods
-// created and deleted, work queue depth, latency and retries) with r. It is
+// created and deleted, rollouts stopped by failure, work queue depth, latency and retries) with r. It is
 // safe to call more than once with the same registerer; any other
 // registration error is a programming error and panics, as MustRegister.
 func RegisterMetrics(r prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{
-		syncDuration, podsCreated, podsDeleted,
+		syncDuration, podsCreated, podsDeleted, rolloutsStopped,
 		queueDepth, queueAdds, queueLatency, queueWork, queueUnfinished, queueLongest, queueRetries,
 	} {
 		if err := r.Register(c); err != nil {

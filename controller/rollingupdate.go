@@ -48,7 +48,8 @@ func newRolloutPolicy(v *setView, desired int) (*rolloutPolicy, error) {
 	if !s.RollingUpdate() {
 		return &rolloutPolicy{onDelete: true}, nil
 	}
-	p := &rolloutPolicy{paused: s.Paused}
+	// A rollout paused by its failure policy holds like one paused by hand.
+	p := &rolloutPolicy{paused: s.Paused || (v.verdict != nil && v.verdict.stopped)}
 	if s.NodeSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(s.NodeSelector)
 		if err != nil {

@@ -29,6 +29,16 @@ type rollout struct {
 	held [holdPartition + 1]int
 }
 
+// revisionNumbers maps the hashes of a set's revisions to their numbers.
+func revisionNumbers(cur *appsv1.ControllerRevision, old []*appsv1.ControllerRevision) map[string]int64 {
+	revisions := make(map[string]int64, len(old)+1)
+	for _, r := range old {
+		revisions[r.Labels[revision.HashLabel]] = r.Revision
+	}
+	revisions[cur.Labels[revision.HashLabel]] = cur.Revision
+	return revisions
+}
+
 // computeStatus is the set's status as seen in v, as upstream
 // updateDaemonSetStatus counts it (per node, from its oldest pod), plus
 // everynode's revisions and conditions. observe raises observedGeneration:
@@ -45,7 +55,14 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 		CollisionCount:     ds.Status.CollisionCount,
 		UpdateRevision:     v.hash,
 		Conditions:         append([]metav1.Condition(nil), ds.Status.Conditions...),
+		AvailableRevision:  ds.Status.AvailableRevision,
+		ProgressTime:       ds.Status.ProgressTime,
 	}
+	vd := v.verdict
+	if vd == nil {
+		vd = &verdict{}
+	}
+	st.RolloutFailure = vd.record
 	if observe {
 		st.ObservedGeneration = ds.Generation
 	}
@@ -122,10 +139,24 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 	}
 	st.NumberUnavailable = st.DesiredNumberScheduled - st.NumberAvailable
 	st.CurrentRevision = currentRevision(v, revisions)
+	if ro.pending == 0 && st.DesiredNumberScheduled > 0 && st.UpdatedNumberScheduled == st.DesiredNumberScheduled && st.NumberAvailable == st.DesiredNumberScheduled {
+		st.AvailableRevision = v.hash
+	}
 
 	now := metav1.NewTime(v.now)
+	paused := pol.paused || vd.stopped
+	if madeProgress(&ds.Status, &st, paused) {
+		st.ProgressTime = &now
+	}
+	dl := deadlineOf(v, &st, &ro, paused)
+	if !dl.at.IsZero() && (nextAvailable.IsZero() || dl.at.Before(nextAvailable)) {
+		nextAvailable = dl.at
+	}
+	if v.strategy.OnFailure != nil && !vd.next.IsZero() && !paused && (nextAvailable.IsZero() || vd.next.Before(nextAvailable)) {
+		nextAvailable = vd.next
+	}
 	meta.SetStatusCondition(&st.Conditions, availableCondition(&st, &ts, now))
-	meta.SetStatusCondition(&st.Conditions, progressingCondition(&st, &ts, &ro, now))
+	meta.SetStatusCondition(&st.Conditions, progressingCondition(&st, &ts, &ro, vd, dl, now))
 	if c, ok := excluded.condition(st.ObservedGeneration, now); ok {
 		meta.SetStatusCondition(&st.Conditions, c)
 	} else {
@@ -172,7 +203,46 @@ func availableCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, now
 	return c
 }
 
-func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, ro *rollout, now metav1.Time) metav1.Condition {
+// madeProgress reports whether the rollout moved since the status before:
+// a new update revision, a node gaining an updated pod, a pod turning
+// available, or a resume. The progress deadline counts from the last such
+// moment. Counts that only go down (pods deleted for the update) are not
+// progress.
+func madeProgress(old, st *everynodev1alpha1.DaemonSetStatus, paused bool) bool {
+	if old.ProgressTime == nil || old.UpdateRevision != st.UpdateRevision ||
+		st.UpdatedNumberScheduled > old.UpdatedNumberScheduled || st.NumberAvailable > old.NumberAvailable {
+		return true
+	}
+	if paused {
+		return false
+	}
+	c := meta.FindStatusCondition(old.Conditions, everynodev1alpha1.ConditionProgressing)
+	return c != nil && (c.Reason == everynodev1alpha1.ReasonPaused || c.Reason == everynodev1alpha1.ReasonRolloutFailing)
+}
+
+// deadline is the progress deadline of a rollout under way: exceeded, or
+// when it will be (zero when it does not apply: no rollout under way,
+// paused, or not a rolling update).
+type deadline struct {
+	exceeded bool
+	at       time.Time
+	limit    time.Duration
+}
+
+func deadlineOf(v *setView, st *everynodev1alpha1.DaemonSetStatus, ro *rollout, paused bool) deadline {
+	if paused || ro.pending == 0 || !v.strategy.RollingUpdate() || st.ProgressTime == nil {
+		return deadline{}
+	}
+	limit := v.strategy.ProgressDeadline
+	at := st.ProgressTime.Add(limit)
+	if v.now.After(at) {
+		return deadline{exceeded: true, limit: limit}
+	}
+	// The extra second absorbs clock skew, as for minReadySeconds.
+	return deadline{at: at.Add(time.Second), limit: limit}
+}
+
+func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, ro *rollout, vd *verdict, dl deadline, now metav1.Time) metav1.Condition {
 	c := metav1.Condition{
 		Type:               everynodev1alpha1.ConditionProgressing,
 		ObservedGeneration: st.ObservedGeneration,
@@ -187,11 +257,27 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, r
 	if n := ro.held[holdCanary]; n > 0 {
 		held += fmt.Sprintf("; %d outside the canary nodeSelector", n)
 	}
+	rec := vd.record
 	switch {
+	case vd.stopped:
+		c.Status = metav1.ConditionFalse
+		c.Reason = everynodev1alpha1.ReasonRolloutFailing
+		c.Message = fmt.Sprintf("rollout paused itself: %s; %s; `kubectl everynode rollout resume` goes on anyway, a new template replaces the revision", rec.Message, progress)
 	case ro.held[holdPaused] > 0:
 		c.Status = metav1.ConditionFalse
 		c.Reason = everynodev1alpha1.ReasonPaused
 		c.Message = fmt.Sprintf("rollout paused: %s; %d wait on an older revision", progress, ro.held[holdPaused])
+	case dl.exceeded:
+		c.Status = metav1.ConditionFalse
+		c.Reason = everynodev1alpha1.ReasonProgressDeadlineExceeded
+		waiting := ts.summary()
+		if len(vd.failing) > 0 {
+			waiting = describeFailing(vd.failing)
+		}
+		c.Message = fmt.Sprintf("no progress for %s (progressDeadlineSeconds): %s%s; %s", dl.limit, progress, held, waiting)
+	case rec != nil && rec.Action == everynodev1alpha1.RolloutFailureRollback && rec.RolledBackTo == st.UpdateRevision && ro.pending > 0:
+		c.Reason = everynodev1alpha1.ReasonRolledBack
+		c.Message = fmt.Sprintf("rolling back: %s; %s", rec.Message, progress)
 	case ro.pending == 0 && ro.held[holdOnDelete] > 0:
 		c.Reason = everynodev1alpha1.ReasonOnDelete
 		c.Message = fmt.Sprintf("%s; %d run an older revision until their pod is deleted", progress, ro.held[holdOnDelete])
@@ -220,7 +306,7 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, r
 // rest). A conflict is not retried here with a fresh GET, as
 // upstream does: the cache soon holds the newer set, and the requeued sync
 // writes over it.
-func (c *Controller) updateStatus(ctx context.Context, v *setView, cur *appsv1.ControllerRevision, old []*appsv1.ControllerRevision, observe bool) error {
+func (c *Controller) updateStatus(ctx context.Context, v *setView, revisions map[string]int64, observe bool) error {
 	ds := v.ds
 	pol, err := newRolloutPolicy(v, v.desiredCount())
 	if err != nil {
@@ -228,11 +314,6 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, cur *appsv1.C
 		// the counts are still worth writing.
 		pol = &rolloutPolicy{}
 	}
-	revisions := make(map[string]int64, len(old)+1)
-	for _, r := range old {
-		revisions[r.Labels[revision.HashLabel]] = r.Revision
-	}
-	revisions[cur.Labels[revision.HashLabel]] = cur.Revision
 
 	status, nextAvailable, atRest := computeStatus(v, pol, revisions, observe)
 	if atRest {

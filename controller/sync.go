@@ -77,19 +77,31 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	v := buildView(ds, nodes, pods, hash, c.clock.Now())
+	revisions := revisionNumbers(cur, old)
+	v.verdict = judge(v, revisions)
 	c.state.synced(key, c.clock.Since(start))
 
 	if !satisfied {
+		// A rollback is a write of the set; it waits for a sync that acts.
+		if v.verdict.rollbackTo != nil {
+			v.verdict = &verdict{failing: v.verdict.failing, next: v.verdict.next}
+		}
 		// Earlier creations or deletions are not in the cache yet: acting
 		// now could double them. Report what is known, without claiming the
 		// current generation was acted on.
 		creates, deletes := c.state.pending(key)
 		logger.V(4).Info("Waiting for earlier pod changes to show", "creates", creates, "deletes", deletes)
-		return c.updateStatus(ctx, v, cur, old, false)
+		return c.updateStatus(ctx, v, revisions, false)
 	}
+	c.reportStop(ctx, v)
 
+	if v.verdict.rollbackTo != nil {
+		// The set gets an earlier template; the syncs its change starts
+		// roll that out. Nothing else to do on this one.
+		return c.rollBack(ctx, v, old)
+	}
 	err = c.reconcile(ctx, v, key, nodes, old)
-	statusErr := c.updateStatus(ctx, v, cur, old, true)
+	statusErr := c.updateStatus(ctx, v, revisions, true)
 	if err != nil && statusErr != nil {
 		logger.Error(statusErr, "Failed to update status")
 	}
@@ -115,7 +127,9 @@ func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.Object
 			if err != nil {
 				return err
 			}
+			verdict := v.verdict
 			v = buildView(v.ds, nodes, pods, v.hash, c.clock.Now())
+			v.verdict = verdict
 		}
 	}
 	if roll {

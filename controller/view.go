@@ -79,6 +79,9 @@ type setView struct {
 	// allPods is every pod of the set, finished and deleted ones included,
 	// so no revision a pod still uses is cleaned up.
 	allPods []*corev1.Pod
+	// verdict is the rollout against its failure policy (judge); nil
+	// until judged.
+	verdict *verdict
 }
 
 // buildView groups pods by target node and decides eligibility once per

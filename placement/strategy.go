@@ -2,10 +2,12 @@ package placement
 
 import (
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
@@ -17,6 +19,15 @@ const (
 	DefaultRevisionHistoryLimit int32 = 10
 	DefaultMaxUnavailable       int32 = 1
 	DefaultMaxSurge             int32 = 0
+	// Deployments' default.
+	DefaultProgressDeadlineSeconds int32 = 600
+
+	// rollingUpdate.onFailure's defaults: the first updated pod that
+	// crash-loops past three restarts, or is not available at the
+	// progress deadline, stops the rollout.
+	DefaultFailedPods           int32 = 1
+	DefaultMaxRestarts          int32 = 3
+	DefaultRestartWindowSeconds int32 = 600
 )
 
 // Strategy is a set's update strategy as the controller, the extender and
@@ -37,15 +48,29 @@ type Strategy struct {
 	Partition    *intstr.IntOrString
 	NodeSelector *metav1.LabelSelector
 	Paused       bool
+	// OnFailure is rollingUpdate.onFailure with defaults applied; nil when
+	// the set has none (its rollout never stops itself).
+	OnFailure *FailurePolicy
+	// ProgressDeadline is spec.progressDeadlineSeconds, or its default.
+	ProgressDeadline time.Duration
+}
+
+// FailurePolicy is rollingUpdate.onFailure with its defaults applied.
+type FailurePolicy struct {
+	Action        everynodev1alpha1.RolloutFailureAction
+	FailedPods    int
+	MaxRestarts   int32
+	RestartWindow time.Duration
 }
 
 // UpdateStrategy returns the update strategy of ds with defaults applied.
 // ds is not modified.
 func UpdateStrategy(ds *everynodev1alpha1.DaemonSet) Strategy {
 	s := Strategy{
-		Type:           ds.Spec.UpdateStrategy.Type,
-		MaxUnavailable: intstr.FromInt32(DefaultMaxUnavailable),
-		MaxSurge:       intstr.FromInt32(DefaultMaxSurge),
+		Type:             ds.Spec.UpdateStrategy.Type,
+		MaxUnavailable:   intstr.FromInt32(DefaultMaxUnavailable),
+		MaxSurge:         intstr.FromInt32(DefaultMaxSurge),
+		ProgressDeadline: seconds(ds.Spec.ProgressDeadlineSeconds, DefaultProgressDeadlineSeconds),
 	}
 	if s.Type == "" {
 		s.Type = appsv1.RollingUpdateDaemonSetStrategyType
@@ -58,8 +83,23 @@ func UpdateStrategy(ds *everynodev1alpha1.DaemonSet) Strategy {
 			s.MaxSurge = *ru.MaxSurge
 		}
 		s.Partition, s.NodeSelector, s.Paused = ru.Partition, ru.NodeSelector, ru.Paused
+		if f := ru.OnFailure; f != nil {
+			s.OnFailure = &FailurePolicy{
+				Action:        f.Action,
+				FailedPods:    int(ptr.Deref(f.FailedPods, DefaultFailedPods)),
+				MaxRestarts:   ptr.Deref(f.MaxRestarts, DefaultMaxRestarts),
+				RestartWindow: seconds(f.RestartWindowSeconds, DefaultRestartWindowSeconds),
+			}
+			if s.OnFailure.Action == "" {
+				s.OnFailure.Action = everynodev1alpha1.RolloutFailurePause
+			}
+		}
 	}
 	return s
+}
+
+func seconds(v *int32, def int32) time.Duration {
+	return time.Duration(ptr.Deref(v, def)) * time.Second
 }
 
 // RollingUpdate reports whether the controller replaces old pods by itself.

@@ -18,8 +18,11 @@ import (
 // same: SetObjectDefaults_DaemonSet of k8s.io/kubernetes pkg/apis/apps/v1
 // (zz_generated.defaults.go, v1.37), which is SetDefaults_DaemonSet followed
 // by the core/v1 defaults of the pod template, with the values package
-// placement reads where no webhook ran. everynode's own fields have no
-// defaults beyond their zero values. It changes ds in place and is
+// placement reads where no webhook ran. Of everynode's own fields only
+// rollingUpdate.onFailure's thresholds are written in, when it is set;
+// progressDeadlineSeconds is left unset, so a set moved from apps/v1 is
+// stored as apps/v1 stores it, and readers take its default (600) from
+// placement. It changes ds in place and is
 // idempotent.
 func defaultDaemonSet(ds *everynodev1alpha1.DaemonSet) {
 	strategy := &ds.Spec.UpdateStrategy
@@ -36,7 +39,22 @@ func defaultDaemonSet(ds *everynodev1alpha1.DaemonSet) {
 		if strategy.RollingUpdate.MaxSurge == nil {
 			strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(placement.DefaultMaxSurge))
 		}
+		if f := strategy.RollingUpdate.OnFailure; f != nil {
+			if f.Action == "" {
+				f.Action = everynodev1alpha1.RolloutFailurePause
+			}
+			if f.FailedPods == nil {
+				f.FailedPods = ptr.To(placement.DefaultFailedPods)
+			}
+			if f.MaxRestarts == nil {
+				f.MaxRestarts = ptr.To(placement.DefaultMaxRestarts)
+			}
+			if f.RestartWindowSeconds == nil {
+				f.RestartWindowSeconds = ptr.To(placement.DefaultRestartWindowSeconds)
+			}
+		}
 	}
+
 	if ds.Spec.RevisionHistoryLimit == nil {
 		ds.Spec.RevisionHistoryLimit = ptr.To(placement.DefaultRevisionHistoryLimit)
 	}

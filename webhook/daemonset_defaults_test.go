@@ -39,6 +39,13 @@ func TestDefaultDaemonSetStrategy(t *testing.T) {
 			want: everynodev1alpha1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
 				RollingUpdate: &everynodev1alpha1.RollingUpdateDaemonSet{MaxUnavailable: &one, MaxSurge: &zero, Partition: &five, Paused: true}},
 		},
+		"onFailure gets its thresholds": {
+			in: everynodev1alpha1.DaemonSetUpdateStrategy{RollingUpdate: &everynodev1alpha1.RollingUpdateDaemonSet{OnFailure: &everynodev1alpha1.RolloutFailurePolicy{MaxRestarts: ptr.To[int32](0)}}},
+			want: everynodev1alpha1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &everynodev1alpha1.RollingUpdateDaemonSet{MaxUnavailable: &one, MaxSurge: &zero, OnFailure: &everynodev1alpha1.RolloutFailurePolicy{
+					Action: everynodev1alpha1.RolloutFailurePause, FailedPods: ptr.To[int32](1), MaxRestarts: ptr.To[int32](0), RestartWindowSeconds: ptr.To[int32](600),
+				}}},
+		},
 		"OnDelete gets no rollingUpdate": {
 			in:   everynodev1alpha1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},
 			want: everynodev1alpha1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},

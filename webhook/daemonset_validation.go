@@ -59,6 +59,15 @@ func validateDaemonSetSpec(spec *everynodev1alpha1.DaemonSetSpec, fldPath *field
 	errs = append(errs, validateTemplateForDaemonSet(&spec.Template, fldPath.Child("template"))...)
 	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(spec.MinReadySeconds), fldPath.Child("minReadySeconds"))...)
 	errs = append(errs, validateUpdateStrategy(&spec.UpdateStrategy, fldPath.Child("updateStrategy"))...)
+	if d := spec.ProgressDeadlineSeconds; d != nil {
+		// As Deployments: a deadline no pod can meet would fail every
+		// rollout.
+		if *d <= 0 {
+			errs = append(errs, field.Invalid(fldPath.Child("progressDeadlineSeconds"), *d, "must be greater than 0"))
+		} else if *d <= spec.MinReadySeconds {
+			errs = append(errs, field.Invalid(fldPath.Child("progressDeadlineSeconds"), *d, "must be greater than minReadySeconds"))
+		}
+	}
 	if spec.RevisionHistoryLimit != nil {
 		// zero is a valid RevisionHistoryLimit
 		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(*spec.RevisionHistoryLimit), fldPath.Child("revisionHistoryLimit"))...)
@@ -127,6 +136,29 @@ func validateRollingUpdate(ru *everynodev1alpha1.RollingUpdateDaemonSet, fldPath
 		errs = append(errs, isNotMoreThan100Percent(*ru.Partition, fldPath.Child("partition"))...)
 	}
 	errs = append(errs, metav1validation.ValidateLabelSelector(ru.NodeSelector, metav1validation.LabelSelectorValidationOptions{}, fldPath.Child("nodeSelector"))...)
+	if ru.OnFailure != nil {
+		errs = append(errs, validateOnFailure(ru.OnFailure, fldPath.Child("onFailure"))...)
+	}
+	return errs
+}
+
+func validateOnFailure(f *everynodev1alpha1.RolloutFailurePolicy, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch f.Action {
+	case "", everynodev1alpha1.RolloutFailurePause, everynodev1alpha1.RolloutFailureRollback:
+	default:
+		errs = append(errs, field.NotSupported(fldPath.Child("action"), f.Action,
+			[]everynodev1alpha1.RolloutFailureAction{everynodev1alpha1.RolloutFailurePause, everynodev1alpha1.RolloutFailureRollback}))
+	}
+	if f.FailedPods != nil && *f.FailedPods < 1 {
+		errs = append(errs, field.Invalid(fldPath.Child("failedPods"), *f.FailedPods, "must be at least 1"))
+	}
+	if f.MaxRestarts != nil {
+		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(*f.MaxRestarts), fldPath.Child("maxRestarts"))...)
+	}
+	if f.RestartWindowSeconds != nil && *f.RestartWindowSeconds < 1 {
+		errs = append(errs, field.Invalid(fldPath.Child("restartWindowSeconds"), *f.RestartWindowSeconds, "must be at least 1"))
+	}
 	return errs
 }
 

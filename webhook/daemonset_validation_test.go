@@ -58,6 +58,37 @@ func TestValidateDaemonSet(t *testing.T) {
 		wantText string
 	}{
 		"fluentd example is valid": {change: func(*everynodev1alpha1.DaemonSet) {}},
+		"progressDeadlineSeconds must be positive": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.ProgressDeadlineSeconds = ptr.To[int32](0) },
+			want:   []string{invalid + "spec.progressDeadlineSeconds"}, wantText: "must be greater than 0",
+		},
+		"progressDeadlineSeconds above minReadySeconds": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.MinReadySeconds = 30
+				ds.Spec.ProgressDeadlineSeconds = ptr.To[int32](30)
+			},
+			want: []string{invalid + "spec.progressDeadlineSeconds"}, wantText: "must be greater than minReadySeconds",
+		},
+		"onFailure is valid": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.UpdateStrategy.RollingUpdate.OnFailure = &everynodev1alpha1.RolloutFailurePolicy{
+					Action: everynodev1alpha1.RolloutFailureRollback, FailedPods: ptr.To[int32](2), MaxRestarts: ptr.To[int32](0), RestartWindowSeconds: ptr.To[int32](60),
+				}
+			},
+		},
+		"onFailure bounds": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.UpdateStrategy.RollingUpdate.OnFailure = &everynodev1alpha1.RolloutFailurePolicy{
+					Action: "Retry", FailedPods: ptr.To[int32](0), MaxRestarts: ptr.To[int32](-1), RestartWindowSeconds: ptr.To[int32](0),
+				}
+			},
+			want: []string{
+				notSupported + "spec.updateStrategy.rollingUpdate.onFailure.action",
+				invalid + "spec.updateStrategy.rollingUpdate.onFailure.failedPods",
+				invalid + "spec.updateStrategy.rollingUpdate.onFailure.maxRestarts",
+				invalid + "spec.updateStrategy.rollingUpdate.onFailure.restartWindowSeconds",
+			},
+		},
 		"selector required": {
 			change: func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Selector = nil },
 			want:   []string{required + "spec.selector"},

@@ -45,7 +45,8 @@ func restartPatch(ds *everynodev1alpha1.DaemonSet, now time.Time) ([]byte, error
 }
 
 // pausePatch returns the patch that sets (pause) or clears (resume)
-// spec.updateStrategy.rollingUpdate.paused, or nil when the set is already
+// spec.updateStrategy.rollingUpdate.paused, and on resume lets a rollout
+// that paused itself for failing pods go on; nil when the set is already
 // in that state. An OnDelete set has no rolling update to pause: an error,
 // rather than a field the controller would ignore.
 func pausePatch(ds *everynodev1alpha1.DaemonSet, pause bool) ([]byte, error) {
@@ -53,19 +54,34 @@ func pausePatch(ds *everynodev1alpha1.DaemonSet, pause bool) ([]byte, error) {
 	if pause && !strategy.RollingUpdate() {
 		return nil, fmt.Errorf("can't pause: its updateStrategy is %s, which replaces a pod only when you delete it; pause applies to %s", strategy.Type, appsv1.RollingUpdateDaemonSetStrategyType)
 	}
-	if strategy.Paused == pause {
+	// A rollout that paused itself for failing pods (rollingUpdate.onFailure)
+	// is resumed by naming its revision in an annotation: the user's
+	// decision to let that revision roll out despite them.
+	failed := ""
+	if f := ds.Status.RolloutFailure; !pause && f != nil && f.Action == everynodev1alpha1.RolloutFailurePause &&
+		f.Revision == ds.Status.UpdateRevision && ds.Annotations[everynodev1alpha1.AnnotationResumeRevision] != f.Revision {
+		failed = f.Revision
+	}
+	if strategy.Paused == pause && failed == "" {
 		return nil, nil
 	}
-	// null removes the field: resumed is the default, not an explicit false.
-	var paused any
-	if pause {
-		paused = true
-	}
-	return json.Marshal(map[string]any{
-		"spec": map[string]any{
+	patch := map[string]any{}
+	if strategy.Paused != pause {
+		// null removes the field: resumed is the default, not an explicit false.
+		var paused any
+		if pause {
+			paused = true
+		}
+		patch["spec"] = map[string]any{
 			"updateStrategy": map[string]any{
 				"rollingUpdate": map[string]any{"paused": paused},
 			},
-		},
-	})
+		}
+	}
+	if failed != "" {
+		patch["metadata"] = map[string]any{
+			"annotations": map[string]string{everynodev1alpha1.AnnotationResumeRevision: failed},
+		}
+	}
+	return json.Marshal(patch)
 }

@@ -133,7 +133,10 @@ func newCmdResume(f Factory, streams genericiooptions.IOStreams) *cobra.Command 
 	return o.command("resume", "Resume a paused daemon set",
 		`Resume the paused rollout of an everynode DaemonSet: it clears
 spec.updateStrategy.rollingUpdate.paused and the controller goes on replacing
-pods.`,
+pods. A rollout that paused itself because its updated pods failed
+(updateStrategy.rollingUpdate.onFailure, status.rolloutFailure) goes on too:
+resume sets the annotation everynode.io/resume-revision to the failed
+revision's hash, and that revision is not stopped again.`,
 		`  # Resume the paused rollout of fluentd
   kubectl everynode rollout resume fluentd`)
 }

@@ -24,6 +24,14 @@ func onDelete(ds *everynodev1alpha1.DaemonSet) {
 	ds.Spec.UpdateStrategy.Type = appsv1.OnDeleteDaemonSetStrategyType
 }
 
+// failedOn is a set whose rollout of revision hash paused itself.
+func failedOn(hash string) func(*everynodev1alpha1.DaemonSet) {
+	return func(ds *everynodev1alpha1.DaemonSet) {
+		ds.Status.UpdateRevision = hash
+		ds.Status.RolloutFailure = &everynodev1alpha1.RolloutFailure{Revision: hash, Action: everynodev1alpha1.RolloutFailurePause}
+	}
+}
+
 func TestPatches(t *testing.T) {
 	tests := map[string]struct {
 		ds      *everynodev1alpha1.DaemonSet
@@ -66,6 +74,26 @@ func TestPatches(t *testing.T) {
 			ds:    newSet("x", "img:v1", paused),
 			build: func(ds *everynodev1alpha1.DaemonSet) ([]byte, error) { return pausePatch(ds, false) },
 			want:  `{"spec":{"updateStrategy":{"rollingUpdate":{"paused":null}}}}`,
+		},
+		"resume a rollout that paused itself": {
+			ds:    newSet("x", "img:v1", failedOn("abc")),
+			build: func(ds *everynodev1alpha1.DaemonSet) ([]byte, error) { return pausePatch(ds, false) },
+			want:  `{"metadata":{"annotations":{"everynode.io/resume-revision":"abc"}}}`,
+		},
+		"resume one paused both ways": {
+			ds:    newSet("x", "img:v1", paused, failedOn("abc")),
+			build: func(ds *everynodev1alpha1.DaemonSet) ([]byte, error) { return pausePatch(ds, false) },
+			want:  `{"metadata":{"annotations":{"everynode.io/resume-revision":"abc"}},"spec":{"updateStrategy":{"rollingUpdate":{"paused":null}}}}`,
+		},
+		"resume one already resumed": {
+			ds: newSet("x", "img:v1", failedOn("abc"), func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Annotations = map[string]string{everynodev1alpha1.AnnotationResumeRevision: "abc"}
+			}),
+			build: func(ds *everynodev1alpha1.DaemonSet) ([]byte, error) { return pausePatch(ds, false) },
+		},
+		"a failure of an older revision is not resumed": {
+			ds:    newSet("x", "img:v1", failedOn("abc"), func(ds *everynodev1alpha1.DaemonSet) { ds.Status.UpdateRevision = "def" }),
+			build: func(ds *everynodev1alpha1.DaemonSet) ([]byte, error) { return pausePatch(ds, false) },
 		},
 		"resume running": {
 			ds:    newSet("x", "img:v1"),

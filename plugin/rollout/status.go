@@ -51,6 +51,14 @@ func StatusOf(ds *everynodev1alpha1.DaemonSet) (Progress, error) {
 		return Progress{}, fmt.Errorf("rollout status is only available for %s strategy type (daemon set %q uses %s)", appsv1.RollingUpdateDaemonSetStrategyType, ds.Name, strategy.Type)
 	}
 	st := &ds.Status
+	if ds.Generation <= st.ObservedGeneration {
+		// As kubectl for a Deployment past its deadline: waiting longer
+		// would not help, say why and fail.
+		if c := currentCondition(ds, everynodev1alpha1.ConditionProgressing); c != nil && c.Status == metav1.ConditionFalse &&
+			(c.Reason == everynodev1alpha1.ReasonRolloutFailing || c.Reason == everynodev1alpha1.ReasonProgressDeadlineExceeded) {
+			return Progress{Why: why(ds)}, fmt.Errorf("daemon set %q rollout stopped (%s): %s", ds.Name, c.Reason, c.Message)
+		}
+	}
 	if ds.Generation > st.ObservedGeneration {
 		return Progress{Message: "Waiting for daemon set spec update to be observed...", Why: why(ds)}, nil
 	}

@@ -73,6 +73,16 @@ func TestStatusOf(t *testing.T) {
 			ds:   newSet("fluentd", "img:v1", withStatus(3, 2, available)),
 			want: Progress{Message: `Waiting for daemon set "fluentd" rollout to finish: 2 of 3 updated pods are available...`},
 		},
+		"paused itself: an error with the reason": {
+			ds: newSet("fluentd", "img:v1", withStatus(1, 2, cond(everynodev1alpha1.ConditionProgressing, metav1.ConditionFalse,
+				everynodev1alpha1.ReasonRolloutFailing, "rollout paused itself: 1 pod of revision 2 failing: fluentd-x on node n1 (CrashLoopBackOff)", 1))),
+			wantErr: `daemon set "fluentd" rollout stopped (RolloutFailing): rollout paused itself: 1 pod of revision 2 failing: fluentd-x on node n1 (CrashLoopBackOff)`,
+		},
+		"past its deadline: an error with the reason": {
+			ds: newSet("fluentd", "img:v1", withStatus(1, 2, cond(everynodev1alpha1.ConditionProgressing, metav1.ConditionFalse,
+				everynodev1alpha1.ReasonProgressDeadlineExceeded, "no progress for 10m0s", 1))),
+			wantErr: `rollout stopped (ProgressDeadlineExceeded): no progress for 10m0s`,
+		},
 		"done": {
 			ds:   newSet("fluentd", "img:v1", withStatus(3, 3, available)),
 			want: Progress{Message: `daemon set "fluentd" successfully rolled out`, Done: true},

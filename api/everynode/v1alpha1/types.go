@@ -67,6 +67,17 @@ type DaemonSetSpec struct {
 	// +optional
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
 
+	// ProgressDeadlineSeconds is how long a rollout may go without progress
+	// (no node gaining a pod of the update revision, no pod turning
+	// available) before the Progressing condition turns False with reason
+	// ProgressDeadlineExceeded, naming the pods that hold it up. It is also
+	// how long an updated pod may take to become available before
+	// rollingUpdate.onFailure counts it as failing. Defaults to 600, as for
+	// Deployments. The rollout itself goes on unless onFailure is set.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
 	// The number of old history to retain to allow rollback.
 	// This is a pointer to distinguish between explicit zero and not specified.
 	// Defaults to 10.
@@ -159,6 +170,58 @@ type RollingUpdateDaemonSet struct {
 	// newest revision.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// OnFailure makes a rollout stop itself when the pods it updated fail:
+	// crash loops, images that never pull, pods that never become ready. Unset:
+	// the rollout goes on as upstream's does, held back only by
+	// maxUnavailable.
+	// +optional
+	OnFailure *RolloutFailurePolicy `json:"onFailure,omitempty"`
+}
+
+// RolloutFailureAction is what a rollout does when its updated pods fail.
+type RolloutFailureAction string
+
+const (
+	// RolloutFailurePause stops replacing pods, as rollingUpdate.paused does
+	// (nodes without a pod still get one), until `kubectl everynode rollout
+	// resume` or a new template.
+	RolloutFailurePause RolloutFailureAction = "Pause"
+	// RolloutFailureRollback puts the template of the newest revision that
+	// was available on every node back, as `kubectl everynode rollout undo`
+	// would, and rolls that out. Without such a revision it pauses.
+	RolloutFailureRollback RolloutFailureAction = "Rollback"
+)
+
+// RolloutFailurePolicy says when a rollout has failed and what it does then.
+// A pod of the update revision is failing when its containers restarted
+// more than maxRestarts times within restartWindowSeconds of its creation,
+// or when it is not available progressDeadlineSeconds after its creation.
+// The rollout has failed when failedPods pods are failing.
+type RolloutFailurePolicy struct {
+	// Action is Pause (the default) or Rollback.
+	// +optional
+	// +kubebuilder:validation:Enum=Pause;Rollback
+	Action RolloutFailureAction `json:"action,omitempty"`
+
+	// FailedPods is how many failing pods of the update revision stop the
+	// rollout. Defaults to 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	FailedPods *int32 `json:"failedPods,omitempty"`
+
+	// MaxRestarts is how many container restarts an updated pod may have
+	// within restartWindowSeconds of its creation before it counts as
+	// failing. Defaults to 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
+
+	// RestartWindowSeconds bounds the restarts maxRestarts counts: restarts
+	// of a pod older than this no longer make it fail. Defaults to 600.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	RestartWindowSeconds *int32 `json:"restartWindowSeconds,omitempty"`
 }
 
 // DaemonSetStatus represents the current status of a daemon set: the fields
@@ -219,11 +282,46 @@ type DaemonSetStatus struct {
 	// +optional
 	UpdateRevision string `json:"updateRevision,omitempty"`
 
+	// AvailableRevision is the controller-revision-hash of the newest
+	// revision that ran available on every node: where
+	// rollingUpdate.onFailure's Rollback goes back to.
+	// +optional
+	AvailableRevision string `json:"availableRevision,omitempty"`
+
+	// ProgressTime is when the rollout last made progress: a node gained a
+	// pod of the update revision, a pod turned available, the update
+	// revision changed or the rollout was resumed. The progress deadline
+	// counts from it.
+	// +optional
+	ProgressTime *metav1.Time `json:"progressTime,omitempty"`
+
+	// RolloutFailure is set when the rollout stopped itself
+	// (rollingUpdate.onFailure). A paused failure is cleared by `kubectl
+	// everynode rollout resume` or a new template.
+	// +optional
+	RolloutFailure *RolloutFailure `json:"rolloutFailure,omitempty"`
+
 	// CurrentRevision is the controller-revision-hash of the oldest revision
 	// that still runs on some node; it equals UpdateRevision when the rollout
 	// is complete.
 	// +optional
 	CurrentRevision string `json:"currentRevision,omitempty"`
+}
+
+// RolloutFailure records a rollout that stopped itself.
+type RolloutFailure struct {
+	// Revision is the controller-revision-hash of the revision that failed.
+	Revision string `json:"revision"`
+	// Action is what the rollout did: Pause or Rollback.
+	Action RolloutFailureAction `json:"action"`
+	// RolledBackTo is the controller-revision-hash the set went back to
+	// (Action Rollback).
+	// +optional
+	RolledBackTo string `json:"rolledBackTo,omitempty"`
+	// Time is when the rollout stopped.
+	Time metav1.Time `json:"time"`
+	// Message names the failing pods, their nodes and container states.
+	Message string `json:"message"`
 }
 
 // DaemonSetList is a collection of daemon sets.

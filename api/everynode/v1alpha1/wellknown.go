@@ -25,6 +25,13 @@ const (
 	// AnnotationRestartedAt is what `kubectl everynode rollout restart` sets
 	// on the pod template, the same key stock kubectl uses.
 	AnnotationRestartedAt = "kubectl.kubernetes.io/restartedAt"
+
+	// AnnotationResumeRevision on a set holds the controller-revision-hash
+	// of a revision whose rollout stopped itself and that the user resumed
+	// (`kubectl everynode rollout resume` sets it): the controller lets that
+	// revision roll out and does not stop it again for failing pods. It is
+	// an annotation, not a status field, because it is the user's decision.
+	AnnotationResumeRevision = "everynode.io/resume-revision"
 )
 
 // Condition types of DaemonSetStatus.Conditions.
@@ -58,6 +65,18 @@ const (
 	ReasonOnDelete = "OnDelete"
 	// ReasonPaused: Progressing is False because rollingUpdate.paused.
 	ReasonPaused = "Paused"
+	// ReasonRolloutFailing: Progressing is False because the pods the
+	// rollout updated fail (rollingUpdate.onFailure) and it paused itself;
+	// or, with a rollback, the reason of the Warning event and of
+	// status.rolloutFailure.
+	ReasonRolloutFailing = "RolloutFailing"
+	// ReasonRolledBack: Progressing is True, rolling the set back to an
+	// available revision after the newest one failed
+	// (rollingUpdate.onFailure action Rollback).
+	ReasonRolledBack = "RolledBack"
+	// ReasonProgressDeadlineExceeded: Progressing is False because the
+	// rollout made no progress for progressDeadlineSeconds.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 	// ReasonUntoleratedTaints: NodesExcluded is True.
 	ReasonUntoleratedTaints = "UntoleratedTaints"
 

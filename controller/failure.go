@@ -1,0 +1,229 @@
+package controller
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
+)
+
+// A rollout that stops itself (rollingUpdate.onFailure, issue 34): the
+// rules are pure functions of the set's view, its last status and its
+// revisions, so the controller's planner, its status and the tests all
+// read one verdict.
+
+// failingPod is a pod of the update revision that fails by the set's
+// rules: too many restarts soon after its creation, or not available by
+// the progress deadline.
+type failingPod struct {
+	node, pod string
+	// state is what its containers show: "CrashLoopBackOff, 4 restarts",
+	// "ImagePullBackOff", "Pending", "not ready".
+	state string
+}
+
+func (f failingPod) String() string { return fmt.Sprintf("%s on node %s (%s)", f.pod, f.node, f.state) }
+
+// failureRules are the thresholds a pod of the update revision is judged
+// by: the set's onFailure, or its defaults when it has none (they then
+// only name pods in the progress deadline's message).
+func failureRules(s *placement.Strategy) placement.FailurePolicy {
+	if s.OnFailure != nil {
+		return *s.OnFailure
+	}
+	return placement.FailurePolicy{
+		Action:        everynodev1alpha1.RolloutFailurePause,
+		FailedPods:    int(placement.DefaultFailedPods),
+		MaxRestarts:   placement.DefaultMaxRestarts,
+		RestartWindow: time.Duration(placement.DefaultRestartWindowSeconds) * time.Second,
+	}
+}
+
+// restarts is how often the pod's containers restarted, init containers
+// included.
+func restarts(pod *corev1.Pod) int32 {
+	var n int32
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range list {
+			n += list[i].RestartCount
+		}
+	}
+	return n
+}
+
+// containerState says in a few words why pod is not serving: the waiting
+// reason that points at a broken container, else the phase or readiness;
+// then the restarts and how the last one ended (a crash loop caught
+// between its backoffs shows as "not ready, 3 restarts, last exit 1").
+func containerState(pod *corev1.Pod, ready bool) string {
+	state := waitingReason(pod)
+	switch {
+	case state != "":
+	case pod.Status.Phase == corev1.PodFailed:
+		state = "Failed"
+	case pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "":
+		state = "Pending"
+	case ready:
+		state = "ready, not yet available"
+	default:
+		state = "not ready"
+	}
+	if n := restarts(pod); n > 0 {
+		state += fmt.Sprintf(", %d restarts", n)
+		if code, ok := lastExitCode(pod); ok {
+			state += fmt.Sprintf(", last exit %d", code)
+		}
+	}
+	return state
+}
+
+// lastExitCode is the exit code of the last failed termination among the
+// pod's containers, if any.
+func lastExitCode(pod *corev1.Pod) (int32, bool) {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range list {
+			if t := list[i].LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
+				return t.ExitCode, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// failingPods returns the update revision's failing pods, by node name,
+// and the earliest time a pod not failing yet would start failing by the
+// deadline (zero if none), for a requeue. A pod fails when its containers
+// restarted more than MaxRestarts times and it is at most RestartWindow
+// old (restarts long after the update say nothing about the update), or
+// when it is not available deadline after its creation. Only the nodes
+// the rollout is about count: those that should run the set.
+func failingPods(v *setView, rules placement.FailurePolicy, deadline time.Duration) (failing []failingPod, next time.Time) {
+	minReady := v.ds.Spec.MinReadySeconds
+	for i := range v.nodes {
+		st := &v.nodes[i]
+		if st.node == nil || !st.decision.ShouldRun {
+			continue
+		}
+		newPod, _, ok := splitByRevision(st.pods, v.hash)
+		if !ok || newPod == nil {
+			continue
+		}
+		age := v.now.Sub(newPod.CreationTimestamp.Time)
+		available := newPod.available(minReady, v.now)
+		switch {
+		case restarts(newPod.Pod) > rules.MaxRestarts && age <= rules.RestartWindow:
+		case !available && age > deadline:
+		default:
+			if !available {
+				if at := newPod.CreationTimestamp.Add(deadline + time.Second); next.IsZero() || at.Before(next) {
+					next = at
+				}
+			}
+			continue
+		}
+		failing = append(failing, failingPod{node: st.name, pod: newPod.Name, state: containerState(newPod.Pod, newPod.ready())})
+	}
+	sort.Slice(failing, func(i, j int) bool { return failing[i].node < failing[j].node })
+	return failing, next
+}
+
+// describeFailing lists the first few failing pods and counts the rest.
+func describeFailing(failing []failingPod) string {
+	var parts []string
+	for i, f := range failing {
+		if i == maxNamedInMessage {
+			parts = append(parts, fmt.Sprintf("and %d more", len(failing)-i))
+			break
+		}
+		parts = append(parts, f.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// verdict is where a set's rollout stands against its failure policy.
+type verdict struct {
+	// failing are the update revision's failing pods.
+	failing []failingPod
+	// record is what status.rolloutFailure should say (nil: nothing).
+	record *everynodev1alpha1.RolloutFailure
+	// stopped is true while the rollout is paused by a failure: the
+	// rolling update replaces no pod, as when paused by hand.
+	stopped bool
+	// rollbackTo is the revision to put back now (action Rollback, on the
+	// sync that finds the failure); nil otherwise.
+	rollbackTo *revisionRef
+	// fresh is true on the sync that found the failure: the event and the
+	// metric are for it.
+	fresh bool
+	// next is when a pod would start failing by the deadline, for a requeue.
+	next time.Time
+}
+
+// revisionRef is a revision of the set known by its hash and number.
+type revisionRef struct {
+	hash   string
+	number int64
+}
+
+// judge decides the set's verdict. prev is the failure the status records;
+// it stands while the update revision is the failed one (or the one a
+// rollback went to) and the user has not resumed it; a new template clears
+// it. A rollout stops when failedPods pods of the update revision fail and
+// the user has not resumed this revision. A Rollback goes to the set's
+// availableRevision if history still holds it, and pauses otherwise.
+func judge(v *setView, revisions map[string]int64) *verdict {
+	ds := v.ds
+	s := &v.strategy
+	out := &verdict{}
+	out.failing, out.next = failingPods(v, failureRules(s), s.ProgressDeadline)
+	resumed := ds.Annotations[everynodev1alpha1.AnnotationResumeRevision] == v.hash
+
+	if prev := ds.Status.RolloutFailure; prev != nil {
+		switch {
+		case prev.Revision == v.hash && prev.Action == everynodev1alpha1.RolloutFailurePause && !resumed:
+			out.record, out.stopped = prev, true
+			return out
+		case prev.Action == everynodev1alpha1.RolloutFailureRollback && prev.RolledBackTo == v.hash:
+			// Rolling back: keep saying so until the template changes.
+			out.record = prev
+			return out
+		}
+	}
+	if s.OnFailure == nil || !s.RollingUpdate() || resumed || len(out.failing) < s.OnFailure.FailedPods {
+		return out
+	}
+
+	rec := &everynodev1alpha1.RolloutFailure{
+		Revision: v.hash,
+		Action:   everynodev1alpha1.RolloutFailurePause,
+		Time:     metav1.NewTime(v.now),
+		Message: fmt.Sprintf("%d %s of revision %d failing: %s", len(out.failing), podsWord(len(out.failing)),
+			revisions[v.hash], describeFailing(out.failing)),
+	}
+	out.fresh = true
+	if s.OnFailure.Action == everynodev1alpha1.RolloutFailureRollback {
+		target := ds.Status.AvailableRevision
+		if n, ok := revisions[target]; ok && target != v.hash {
+			rec.Action, rec.RolledBackTo = everynodev1alpha1.RolloutFailureRollback, target
+			rec.Message += fmt.Sprintf("; rolled back to revision %d", n)
+			out.record, out.rollbackTo = rec, &revisionRef{hash: target, number: n}
+			return out
+		}
+		rec.Message += "; no earlier revision ran available on every node (or history no longer holds it), so the rollout paused instead of rolling back"
+	}
+	out.record, out.stopped = rec, true
+	return out
+}
+
+func podsWord(n int) string {
+	if n == 1 {
+		return "pod"
+	}
+	return "pods"
+}

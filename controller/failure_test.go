@@ -1,0 +1,407 @@
+package controller
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+)
+
+func withRestarts(n int32) podOpt {
+	return func(p *corev1.Pod) {
+		if len(p.Status.ContainerStatuses) == 0 {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent"}}
+		}
+		p.Status.ContainerStatuses[0].RestartCount = n
+	}
+}
+
+func imagePullBackOff(p *corev1.Pod) {
+	pending(p)
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"},
+	}}}
+}
+
+// failingSet is a set that pauses itself when one updated pod restarts
+// more than twice within 10 minutes, or is not available 10 minutes after
+// its creation.
+func failingSet(action everynodev1alpha1.RolloutFailureAction) *everynodev1alpha1.DaemonSet {
+	ds := newSet("agent")
+	ds.Spec.UpdateStrategy.RollingUpdate.OnFailure = &everynodev1alpha1.RolloutFailurePolicy{
+		Action: action, FailedPods: ptr.To[int32](1), MaxRestarts: ptr.To[int32](2), RestartWindowSeconds: ptr.To[int32](600),
+	}
+	return ds
+}
+
+func TestFailingPods(t *testing.T) {
+	const hash = "new"
+	now := t0
+	minute := time.Minute
+	cases := map[string]struct {
+		opts      []podOpt
+		podHash   string
+		wantState string // "" when not failing
+		wantNext  time.Time
+	}{
+		"available":                         {},
+		"crash loop past maxRestarts":       {opts: []podOpt{createdAt(now.Add(-minute)), crashLooping, withRestarts(3)}, wantState: "CrashLoopBackOff, 3 restarts"},
+		"crash loop at maxRestarts":         {opts: []podOpt{createdAt(now.Add(-minute)), crashLooping, withRestarts(2)}, wantNext: now.Add(-minute + 10*minute + time.Second)},
+		"restarts past the window":          {opts: []podOpt{createdAt(now.Add(-11 * minute)), withRestarts(9)}},
+		"never pulls, past the deadline":    {opts: []podOpt{createdAt(now.Add(-11 * minute)), imagePullBackOff}, wantState: "ImagePullBackOff"},
+		"not ready, past the deadline":      {opts: []podOpt{createdAt(now.Add(-11 * minute)), notReady}, wantState: "not ready"},
+		"not available before the deadline": {opts: []podOpt{createdAt(now.Add(-minute)), notReady}, wantNext: now.Add(-minute + 10*minute + time.Second)},
+		"an old revision's pod":             {podHash: "old", opts: []podOpt{createdAt(now.Add(-minute)), crashLooping, withRestarts(9)}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ds := failingSet(everynodev1alpha1.RolloutFailurePause)
+			h := tc.podHash
+			if h == "" {
+				h = hash
+			}
+			pod := newPod(ds, "node-0", h, tc.opts...)
+			v := buildView(ds, []*corev1.Node{newNode("node-0", nil)}, []*corev1.Pod{pod}, hash, now)
+			failing, next := failingPods(v, failureRules(&v.strategy), v.strategy.ProgressDeadline)
+			switch {
+			case tc.wantState == "" && len(failing) > 0:
+				t.Errorf("failing = %v, want none", failing)
+			case tc.wantState != "" && (len(failing) != 1 || failing[0].state != tc.wantState || failing[0].node != "node-0"):
+				t.Errorf("failing = %v, want node-0 with state %q", failing, tc.wantState)
+			}
+			if !next.Equal(tc.wantNext) {
+				t.Errorf("next = %v, want %v", next, tc.wantNext)
+			}
+		})
+	}
+}
+
+func TestJudge(t *testing.T) {
+	const hash, good = "new", "good"
+	revisions := map[string]int64{good: 1, hash: 2}
+	crash := []podOpt{createdAt(t0.Add(-time.Minute)), crashLooping, withRestarts(5)}
+	pauseRec := &everynodev1alpha1.RolloutFailure{Revision: hash, Action: everynodev1alpha1.RolloutFailurePause, Message: "before"}
+	cases := map[string]struct {
+		action     everynodev1alpha1.RolloutFailureAction
+		noPolicy   bool
+		failedPods int32
+		crashing   int
+		prev       *everynodev1alpha1.RolloutFailure
+		resumed    string
+		available  string
+		want       string // "", "stopped", "rollback", "kept" (record kept, not stopped)
+		wantFresh  bool
+	}{
+		"no policy":                     {noPolicy: true, crashing: 2},
+		"no failing pod":                {},
+		"one failing pod":               {crashing: 1, want: "stopped", wantFresh: true},
+		"fewer than failedPods":         {failedPods: 2, crashing: 1},
+		"failedPods reached":            {failedPods: 2, crashing: 2, want: "stopped", wantFresh: true},
+		"resumed by the user":           {crashing: 1, resumed: hash, prev: pauseRec},
+		"resumed an older revision":     {crashing: 1, resumed: good, want: "stopped", wantFresh: true},
+		"stays paused when pods heal":   {prev: pauseRec, want: "stopped"},
+		"a new template clears it":      {prev: &everynodev1alpha1.RolloutFailure{Revision: "older", Action: everynodev1alpha1.RolloutFailurePause}},
+		"rollback to available":         {action: everynodev1alpha1.RolloutFailureRollback, crashing: 1, available: good, want: "rollback", wantFresh: true},
+		"rollback without one pauses":   {action: everynodev1alpha1.RolloutFailureRollback, crashing: 1, want: "stopped", wantFresh: true},
+		"rollback to itself pauses":     {action: everynodev1alpha1.RolloutFailureRollback, crashing: 1, available: hash, want: "stopped", wantFresh: true},
+		"rollback to a pruned revision": {action: everynodev1alpha1.RolloutFailureRollback, crashing: 1, available: "pruned", want: "stopped", wantFresh: true},
+		"rolled back: record kept": {prev: &everynodev1alpha1.RolloutFailure{Revision: "bad", Action: everynodev1alpha1.RolloutFailureRollback, RolledBackTo: hash},
+			crashing: 1, want: "kept"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			action := tc.action
+			if action == "" {
+				action = everynodev1alpha1.RolloutFailurePause
+			}
+			ds := failingSet(action)
+			if tc.noPolicy {
+				ds.Spec.UpdateStrategy.RollingUpdate.OnFailure = nil
+			}
+			if tc.failedPods > 0 {
+				ds.Spec.UpdateStrategy.RollingUpdate.OnFailure.FailedPods = &tc.failedPods
+			}
+			ds.Status.RolloutFailure = tc.prev
+			ds.Status.AvailableRevision = tc.available
+			if tc.resumed != "" {
+				ds.Annotations = map[string]string{everynodev1alpha1.AnnotationResumeRevision: tc.resumed}
+			}
+			var nodes []*corev1.Node
+			var pods []*corev1.Pod
+			for i, name := range []string{"node-0", "node-1", "node-2"} {
+				nodes = append(nodes, newNode(name, nil))
+				var opts []podOpt
+				if i < tc.crashing {
+					opts = crash
+				}
+				pods = append(pods, newPod(ds, name, hash, opts...))
+			}
+			v := buildView(ds, nodes, pods, hash, t0)
+			vd := judge(v, revisions)
+
+			got := ""
+			switch {
+			case vd.stopped:
+				got = "stopped"
+			case vd.rollbackTo != nil:
+				got = "rollback"
+			case vd.record != nil:
+				got = "kept"
+			}
+			if got != tc.want || vd.fresh != tc.wantFresh {
+				t.Fatalf("verdict %q fresh %v (record %+v), want %q fresh %v", got, vd.fresh, vd.record, tc.want, tc.wantFresh)
+			}
+			if tc.want == "rollback" && (vd.rollbackTo.hash != good || vd.record.RolledBackTo != good || vd.record.Action != everynodev1alpha1.RolloutFailureRollback) {
+				t.Errorf("rollback to %+v, record %+v; want %s", vd.rollbackTo, vd.record, good)
+			}
+			if vd.fresh && (vd.record.Revision != hash || !strings.Contains(vd.record.Message, "on node node-0 (CrashLoopBackOff, 5 restarts)")) {
+				t.Errorf("record = %+v, want revision %s and node-0's state in the message", vd.record, hash)
+			}
+		})
+	}
+}
+
+func TestMadeProgress(t *testing.T) {
+	then := ptrTime(t0.Add(-time.Hour))
+	base := everynodev1alpha1.DaemonSetStatus{UpdateRevision: "a", UpdatedNumberScheduled: 3, NumberAvailable: 4, ProgressTime: then}
+	pausedBefore := base
+	pausedBefore.Conditions = []metav1.Condition{{Type: everynodev1alpha1.ConditionProgressing, Reason: everynodev1alpha1.ReasonRolloutFailing}}
+	cases := map[string]struct {
+		old    everynodev1alpha1.DaemonSetStatus
+		change func(*everynodev1alpha1.DaemonSetStatus)
+		paused bool
+		want   bool
+	}{
+		"nothing moved":          {old: base},
+		"first status":           {old: everynodev1alpha1.DaemonSetStatus{}, want: true},
+		"new revision":           {old: base, change: func(s *everynodev1alpha1.DaemonSetStatus) { s.UpdateRevision = "b" }, want: true},
+		"a node updated":         {old: base, change: func(s *everynodev1alpha1.DaemonSetStatus) { s.UpdatedNumberScheduled++ }, want: true},
+		"a pod available":        {old: base, change: func(s *everynodev1alpha1.DaemonSetStatus) { s.NumberAvailable++ }, want: true},
+		"a pod deleted":          {old: base, change: func(s *everynodev1alpha1.DaemonSetStatus) { s.NumberAvailable-- }},
+		"resumed after failing":  {old: pausedBefore, want: true},
+		"still paused by it":     {old: pausedBefore, paused: true},
+		"paused, a pod updated":  {old: base, paused: true, change: func(s *everynodev1alpha1.DaemonSetStatus) { s.UpdatedNumberScheduled++ }, want: true},
+		"paused, nothing moving": {old: base, paused: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := tc.old
+			st.Conditions = nil
+			if st.ProgressTime == nil {
+				st = base
+			}
+			if tc.change != nil {
+				tc.change(&st)
+			}
+			if got := madeProgress(&tc.old, &st, tc.paused); got != tc.want {
+				t.Errorf("madeProgress = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// stepRollout runs one rolling update step: the first sync deletes an old
+// pod, the next creates its replacement, which then runs.
+func (f *fixture) stepRollout(ds *everynodev1alpha1.DaemonSet) {
+	f.t.Helper()
+	f.mustSync(ds)
+	f.syncCaches()
+	f.mustSync(ds)
+	f.syncCaches()
+	f.runPods()
+}
+
+// breakPod makes the set's live pod on node look as opt says, in the API
+// server and the cache.
+func (f *fixture) breakPod(ds *everynodev1alpha1.DaemonSet, node string, opts ...podOpt) {
+	f.t.Helper()
+	list, err := f.kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range list.(*corev1.PodList).Items {
+		p := list.(*corev1.PodList).Items[i].DeepCopy()
+		if p.DeletionTimestamp != nil || p.Annotations[everynodev1alpha1.AnnotationTargetNode] != node {
+			continue
+		}
+		for _, o := range opts {
+			o(p)
+		}
+		p.ResourceVersion = "b" + p.ResourceVersion
+		f.update(p)
+		return
+	}
+	f.t.Fatalf("no live pod on %s", node)
+}
+
+// A crash-looping updated pod stops the rollout: no healthy old pod is
+// replaced after it, though maxUnavailable would allow one more, new nodes still get a pod, the condition and a
+// Warning say why. Resume lets the revision go on; a new template clears
+// the stop.
+func TestRolloutPausesItself(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 4)
+	ds := failingSet(everynodev1alpha1.RolloutFailurePause)
+	// Two at a time: with one, maxUnavailable alone would hold the rollout
+	// up behind a failing pod, stopped or not.
+	ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = intOrStr("2")
+	oldHash := addSetWithRevision(f, ds)
+	for i := 0; i < 4; i++ {
+		f.add(newPod(ds, "node-"+string(rune('0'+i)), oldHash))
+	}
+	f.settle(ds)
+	if got := f.set(ds).Status.AvailableRevision; got != oldHash {
+		t.Fatalf("availableRevision = %q after a complete rollout, want %s", got, oldHash)
+	}
+	ds = f.changeTemplate(ds, "agent:crash")
+	f.stepRollout(ds)
+	f.breakPod(ds, "node-0", crashLooping, withRestarts(3))
+
+	f.mustSync(ds)
+	if d, c := f.podDeletes(), f.podCreates(); len(d) > 0 || len(c) > 0 {
+		t.Fatalf("deleted %v, created %d with the updated pod failing; want nothing", d, len(c))
+	}
+	st := f.set(ds).Status
+	c := meta.FindStatusCondition(st.Conditions, everynodev1alpha1.ConditionProgressing)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != everynodev1alpha1.ReasonRolloutFailing || !strings.Contains(c.Message, "node-0 (CrashLoopBackOff, 3 restarts)") {
+		t.Fatalf("Progressing = %+v, want False/RolloutFailing naming node-0", c)
+	}
+	if st.RolloutFailure == nil || st.RolloutFailure.Revision != revisionHash(ds) {
+		t.Fatalf("rolloutFailure = %+v, want revision %s", st.RolloutFailure, revisionHash(ds))
+	}
+	if ev := f.events(); !hasEvent(ev, "Warning RolloutFailing Rollout paused: 1 pod of revision 2 failing") {
+		t.Errorf("events %v, want the Warning", ev)
+	}
+
+	// Stopped even once the pod heals and its restarts are old news; a
+	// new node still gets a pod.
+	f.syncCaches()
+	f.breakPod(ds, "node-0", func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = nil
+		p.Status.Conditions[0].Status = corev1.ConditionTrue
+	})
+	f.add(newNode("node-new", nil))
+	f.mustSync(ds)
+	if d, c := f.podDeletes(), f.createdNodes(); len(d) > 0 || !reflect.DeepEqual(c, []string{"node-new"}) {
+		t.Fatalf("deleted %v, created on %v while stopped; want only node-new created", d, c)
+	}
+	if ev := f.events(); hasEvent(ev, "Warning RolloutFailing") {
+		t.Errorf("the Warning again on a later sync: %v", ev)
+	}
+
+	// Resume: the revision rolls on to every node.
+	f.syncCaches()
+	f.runPods()
+	ds = f.set(ds).DeepCopy()
+	ds.Annotations = map[string]string{everynodev1alpha1.AnnotationResumeRevision: revisionHash(ds)}
+	f.update(ds)
+	f.rollout(ds, 5, 2)
+	if _, old, _ := f.podsByRevision(revisionHash(ds), 5); len(old) > 0 {
+		t.Errorf("old pods on %v after resume", old)
+	}
+	if st := f.set(ds).Status; st.RolloutFailure != nil {
+		t.Errorf("rolloutFailure = %+v after resume, want none", st.RolloutFailure)
+	}
+}
+
+// With action Rollback the set gets the template of its last available
+// revision back, and the status says why first.
+func TestRolloutRollsBack(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 3)
+	ds := failingSet(everynodev1alpha1.RolloutFailureRollback)
+	oldHash := addSetWithRevision(f, ds)
+	for i := 0; i < 3; i++ {
+		f.add(newPod(ds, "node-"+string(rune('0'+i)), oldHash))
+	}
+	f.settle(ds)
+	f.syncCaches()
+	ds = f.changeTemplate(ds, "agent:crash")
+	f.stepRollout(ds)
+	f.breakPod(ds, "node-0", crashLooping, withRestarts(3))
+
+	f.mustSync(ds)
+	var patched, updated bool
+	for _, a := range f.client.Actions() {
+		switch {
+		case a.GetVerb() == "patch" && a.GetSubresource() == "status":
+			patched = true
+			if updated {
+				t.Error("the set was updated before its status recorded the failure")
+			}
+		case a.GetVerb() == "update" && a.GetSubresource() == "":
+			updated = true
+			back := a.(clienttesting.UpdateAction).GetObject().(*everynodev1alpha1.DaemonSet)
+			if img := back.Spec.Template.Spec.Containers[0].Image; img != "agent:1" {
+				t.Errorf("rolled back to image %s, want agent:1", img)
+			}
+		}
+	}
+	if !patched || !updated {
+		t.Fatalf("status patched %v, set updated %v; want both (actions %v)", patched, updated, f.client.Actions())
+	}
+	got := f.set(ds)
+	if rec := got.Status.RolloutFailure; rec == nil || rec.Action != everynodev1alpha1.RolloutFailureRollback || rec.RolledBackTo != oldHash {
+		t.Fatalf("rolloutFailure = %+v, want Rollback to %s", rec, oldHash)
+	}
+	if ev := f.events(); !hasEvent(ev, "Warning RolloutFailing Rollout is rolling back") {
+		t.Errorf("events %v, want the Warning", ev)
+	}
+
+	// The rollback rolls out; Progressing says why until it is done.
+	f.syncCaches()
+	got.Generation++
+	f.update(got)
+	f.mustSync(got)
+	if c := progressing(f.set(got)); c.Reason != everynodev1alpha1.ReasonRolledBack {
+		t.Errorf("Progressing = %s (%s) while rolling back, want %s", c.Reason, c.Message, everynodev1alpha1.ReasonRolledBack)
+	}
+	f.syncCaches()
+	f.rollout(got, 3, 1)
+	if _, old, _ := f.podsByRevision(oldHash, 3); len(old) > 0 {
+		t.Errorf("pods on %v not rolled back", old)
+	}
+}
+
+// A pod that never pulls its image holds the rollout up; at the deadline
+// Progressing turns False with ProgressDeadlineExceeded and names it.
+func TestProgressDeadline(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 3)
+	ds := newSet("agent")
+	ds.Spec.ProgressDeadlineSeconds = ptr.To[int32](60)
+	oldHash := addSetWithRevision(f, ds)
+	for i := 0; i < 3; i++ {
+		f.add(newPod(ds, "node-"+string(rune('0'+i)), oldHash))
+	}
+	f.settle(ds)
+	f.syncCaches()
+	ds = f.changeTemplate(ds, "agent:non-existent")
+	f.stepRollout(ds)
+	f.breakPod(ds, "node-0", imagePullBackOff)
+	f.queue.takeDelayed()
+	f.mustSync(ds)
+	if c := progressing(f.set(ds)); c.Reason != everynodev1alpha1.ReasonImagePullBackOff {
+		t.Fatalf("Progressing = %s (%s) before the deadline, want %s", c.Reason, c.Message, everynodev1alpha1.ReasonImagePullBackOff)
+	}
+	f.syncCaches()
+
+	f.clock.Step(61 * time.Second)
+	f.mustSync(ds)
+	c := progressing(f.set(ds))
+	if c.Status != metav1.ConditionFalse || c.Reason != everynodev1alpha1.ReasonProgressDeadlineExceeded ||
+		!strings.Contains(c.Message, "on node node-0 (ImagePullBackOff)") {
+		t.Fatalf("Progressing = %s/%s (%s), want False/%s naming node-0", c.Status, c.Reason, c.Message, everynodev1alpha1.ReasonProgressDeadlineExceeded)
+	}
+	if d := f.podDeletes(); len(d) > 0 {
+		t.Errorf("deleted %v past the deadline; without onFailure the rollout waits, within maxUnavailable", d)
+	}
+}

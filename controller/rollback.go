@@ -1,0 +1,76 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement/revision"
+)
+
+// reportStop says, once, that v's rollout stopped itself: a Warning event
+// and the rollouts_stopped_total metric, on the sync that found it.
+func (c *Controller) reportStop(ctx context.Context, v *setView) {
+	vd := v.verdict
+	if vd == nil || !vd.fresh || vd.record == nil {
+		return
+	}
+	rec := vd.record
+	rolloutsStopped.WithLabelValues(v.ds.Namespace, v.ds.Name, string(rec.Action)).Inc()
+	what := "paused"
+	if rec.Action == everynodev1alpha1.RolloutFailureRollback {
+		what = "is rolling back"
+	}
+	c.recorder.Eventf(v.ds, corev1.EventTypeWarning, everynodev1alpha1.ReasonRolloutFailing, "Rollout %s: %s", what, rec.Message)
+	klog.FromContext(ctx).Info("Rollout stopped itself", "daemonset", klog.KObj(v.ds), "action", rec.Action, "message", rec.Message)
+}
+
+// rollBack puts the template and node overrides of the revision v's
+// verdict names back into the set, as `kubectl everynode rollout undo`
+// does: the set then has an earlier template, and the syncs it starts roll
+// that out (history reuses the revision). The failure is written to the
+// status first, so the syncs of the rolled-back template find it and say
+// why the set went back. A template changed meanwhile (a conflict) wins:
+// the next sync judges again.
+func (c *Controller) rollBack(ctx context.Context, v *setView, old []*appsv1.ControllerRevision) error {
+	ds, to := v.ds, v.verdict.rollbackTo
+	var target *appsv1.ControllerRevision
+	for _, r := range old {
+		if r.Labels[revision.HashLabel] == to.hash {
+			target = r
+			break
+		}
+	}
+	if target == nil {
+		return fmt.Errorf("roll back DaemonSet %s/%s: revision %d (%s) is no longer in its history", ds.Namespace, ds.Name, to.number, to.hash)
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"rolloutFailure": v.verdict.record}})
+	if err != nil {
+		return err
+	}
+	client := c.client.EverynodeV1alpha1().DaemonSets(ds.Namespace)
+	written, err := client.Patch(ctx, ds.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return fmt.Errorf("record the failed rollout of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+	}
+	if written.Generation != ds.Generation {
+		// The user changed the set since this sync read it; that wins.
+		return nil
+	}
+	back := written.DeepCopy()
+	if err := revision.Apply(target.Data.Raw, back); err != nil {
+		return fmt.Errorf("roll back DaemonSet %s/%s to revision %d: %w", ds.Namespace, ds.Name, to.number, err)
+	}
+	if _, err := client.Update(ctx, back, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("roll back DaemonSet %s/%s to revision %d: %w", ds.Namespace, ds.Name, to.number, err)
+	}
+	klog.FromContext(ctx).Info("Rolled back", "daemonset", klog.KObj(ds), "toRevision", to.number)
+	return nil
+}
