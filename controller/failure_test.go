@@ -405,3 +405,70 @@ func TestProgressDeadline(t *testing.T) {
 		t.Errorf("deleted %v past the deadline; without onFailure the rollout waits, within maxUnavailable", d)
 	}
 }
+
+// Old-pod accounting without surge, as upstream: an old pod that is
+// already unavailable is counted once and replaced at once (it costs no
+// availability); updated pods that fail hold the budget, so no healthy old
+// pod is replaced while they fail beyond it.
+func TestPlanCountsUnavailableOnce(t *testing.T) {
+	const hash = "new"
+	ds := newSet("agent")
+	crash := []podOpt{crashLooping, withRestarts(5)}
+	cases := map[string]struct {
+		maxUnavailable int
+		pods           map[string][]podOpt // each node's one pod
+		updated        map[string]bool     // nodes whose pod is of the update revision
+		wantDelete     []string            // nodes whose old pod is deleted
+	}{
+		"an unready old pod is replaced at once, within the budget": {
+			maxUnavailable: 2,
+			pods:           map[string][]podOpt{"node-0": {notReady}, "node-1": nil, "node-2": nil, "node-3": nil},
+			wantDelete:     []string{"node-0", "node-1"},
+		},
+		"updated pods failing fill the budget: no healthy old pod goes": {
+			maxUnavailable: 2,
+			pods:           map[string][]podOpt{"node-0": crash, "node-1": crash, "node-2": nil, "node-3": nil},
+			updated:        map[string]bool{"node-0": true, "node-1": true},
+		},
+		"failing beyond the budget: the unready old pod still goes, no healthy one": {
+			maxUnavailable: 1,
+			pods:           map[string][]podOpt{"node-0": crash, "node-1": {notReady}, "node-2": nil, "node-3": nil},
+			updated:        map[string]bool{"node-0": true},
+			wantDelete:     []string{"node-1"},
+		},
+		"one failing of two allowed: one more healthy pod may go": {
+			maxUnavailable: 2,
+			pods:           map[string][]podOpt{"node-0": crash, "node-1": nil, "node-2": nil, "node-3": nil},
+			updated:        map[string]bool{"node-0": true},
+			wantDelete:     []string{"node-1"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var nodes []*corev1.Node
+			var pods []*corev1.Pod
+			for _, n := range []string{"node-0", "node-1", "node-2", "node-3"} {
+				nodes = append(nodes, newNode(n, nil))
+				h := "old"
+				if tc.updated[n] {
+					h = hash
+				}
+				pods = append(pods, newPod(ds, n, h, tc.pods[n]...))
+			}
+			v := buildView(ds, nodes, pods, hash, t0)
+			pol, err := newRolloutPolicy(v, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			toDelete, toCreate := planRollingUpdate(v, pol, 4, 0, tc.maxUnavailable)
+			var got []string
+			for _, p := range toDelete {
+				got = append(got, p.Annotations[everynodev1alpha1.AnnotationTargetNode])
+			}
+			sortStrings(got)
+			if !reflect.DeepEqual(got, tc.wantDelete) || len(toCreate) > 0 {
+				t.Errorf("delete on %v, create %v; want delete on %v", got, toCreate, tc.wantDelete)
+			}
+		})
+	}
+}
