@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -265,6 +266,7 @@ func TestRolloutPausesItself(t *testing.T) {
 	f.stepRollout(ds)
 	f.breakPod(ds, "node-0", crashLooping, withRestarts(3))
 
+	stoppedBefore := testutil.ToFloat64(rolloutsStopped.WithLabelValues(ns, ds.Name, "Pause"))
 	f.mustSync(ds)
 	if d, c := f.podDeletes(), f.podCreates(); len(d) > 0 || len(c) > 0 {
 		t.Fatalf("deleted %v, created %d with the updated pod failing; want nothing", d, len(c))
@@ -279,6 +281,9 @@ func TestRolloutPausesItself(t *testing.T) {
 	}
 	if ev := f.events(); !hasEvent(ev, "Warning RolloutFailing Rollout paused: 1 pod of revision 2 failing") {
 		t.Errorf("events %v, want the Warning", ev)
+	}
+	if n := testutil.ToFloat64(rolloutsStopped.WithLabelValues(ns, ds.Name, "Pause")) - stoppedBefore; n != 1 {
+		t.Errorf("rollouts_stopped_total{action=Pause} rose by %v, want 1", n)
 	}
 
 	// Stopped even once the pod heals and its restarts are old news; a
