@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -213,6 +214,10 @@ func TestMutatePodRoute(t *testing.T) {
 		wantPatch   bool
 		wantImage   string
 		wantMessage string
+		// wantCode is the result code of a refusal: 403 unless set.
+		wantCode int
+		// namespace is the request's, when not the pod's.
+		namespace string
 	}{
 		"daemon pod pinned and tolerated": {
 			pod:         func(t *testing.T) *corev1.Pod { return daemonPod(t, ds, "node-1") },
@@ -264,6 +269,20 @@ func TestMutatePodRoute(t *testing.T) {
 			},
 			wantMessage: "with uid uid-of-an-earlier-set, but that set now has uid",
 		},
+		"owner reference without a uid": {
+			pod: func(t *testing.T) *corev1.Pod {
+				pod := daemonPod(t, withOverride, "node-1")
+				pod.OwnerReferences[0].UID = ""
+				return pod
+			},
+			wantMessage: "has no uid; the API server refuses such a reference",
+		},
+		"a pod of another namespace than the request's": {
+			pod:         func(t *testing.T) *corev1.Pod { return daemonPod(t, withOverride, "node-1") },
+			namespace:   "attacker",
+			wantCode:    http.StatusBadRequest,
+			wantMessage: `the pod's namespace "logging" is not the request's "attacker"`,
+		},
 		"node unknown while overrides need it": {
 			pod:         func(t *testing.T) *corev1.Pod { return daemonPod(t, withOverride, "node-7") },
 			wantMessage: `target node "node-7" is not known`,
@@ -273,6 +292,9 @@ func TestMutatePodRoute(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			pod := tc.pod(t)
 			req := podRequest(t, admissionv1.Create, testController, pod, nil)
+			if tc.namespace != "" {
+				req.Namespace = tc.namespace
+			}
 			code, review := serve(t, h, reviewBody(t, req))
 			if code != http.StatusOK {
 				t.Fatalf("HTTP %d", code)
@@ -282,8 +304,12 @@ func TestMutatePodRoute(t *testing.T) {
 				t.Fatalf("allowed = %v, want %v; result %+v", resp.Allowed, tc.wantAllowed, resp.Result)
 			}
 			if !resp.Allowed {
-				if resp.Result.Code != http.StatusForbidden || !strings.Contains(resp.Result.Message, tc.wantMessage) {
-					t.Errorf("result = %d %q, want 403 containing %q", resp.Result.Code, resp.Result.Message, tc.wantMessage)
+				wantCode := cmp.Or(tc.wantCode, http.StatusForbidden)
+				if resp.Result.Code != int32(wantCode) || !strings.Contains(resp.Result.Message, tc.wantMessage) {
+					t.Errorf("result = %d %q, want %d containing %q", resp.Result.Code, resp.Result.Message, wantCode, tc.wantMessage)
+				}
+				if strings.Contains(string(resp.Patch), "fluentd:big") {
+					t.Errorf("a refusal carries the set's override in its patch: %s", resp.Patch)
 				}
 				return
 			}

@@ -25,17 +25,14 @@ func (m *podMutator) Handle(_ context.Context, req *admissionv1.AdmissionRequest
 	if req.Operation != admissionv1.Create {
 		return admission.Allowed()
 	}
-	pod := &corev1.Pod{}
-	if err := decodeObject(req.Object.Raw, pod); err != nil {
+	pod, err := podOfCreate(req)
+	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	if !placement.IsDaemonPod(pod) {
 		// The objectSelector keeps other pods away; this guards a chart
 		// that lost it.
 		return admission.Allowed()
-	}
-	if pod.Namespace == "" {
-		pod.Namespace = req.Namespace
 	}
 	target, err := podTarget(pod)
 	if err != nil {
@@ -52,7 +49,9 @@ func (m *podMutator) Handle(_ context.Context, req *admissionv1.AdmissionRequest
 			return admission.Forbidden(fmt.Sprintf("pod's owner, everynode DaemonSet %s/%s, is not known (deleted, or not yet in this webhook's cache; the controller retries)", pod.Namespace, ref.Name))
 		case err != nil:
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("look up everynode DaemonSet %s/%s: %w", pod.Namespace, ref.Name, err))
-		case ref.UID != "" && set.UID != ref.UID:
+		case ref.UID == "":
+			return admission.Forbidden(noOwnerUID(pod.Namespace, ref.Name))
+		case set.UID != ref.UID:
 			// Checked here as well as in /validate/pod: the chart does not
 			// send the controller's own pods to /validate/pod (one call less
 			// per pod), so this is where a pod made for a set that was since
@@ -88,12 +87,9 @@ type podValidator struct {
 func (v *podValidator) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	switch req.Operation {
 	case admissionv1.Create:
-		pod := &corev1.Pod{}
-		if err := decodeObject(req.Object.Raw, pod); err != nil {
+		pod, err := podOfCreate(req)
+		if err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
-		}
-		if pod.Namespace == "" {
-			pod.Namespace = req.Namespace
 		}
 		denial, err := validatePodCreate(pod, req.UserInfo.Username, v.controllerUsername, v.lookup)
 		if err != nil {
@@ -121,6 +117,31 @@ func (v *podValidator) Handle(_ context.Context, req *admissionv1.AdmissionReque
 	default:
 		return admission.Allowed()
 	}
+}
+
+// noOwnerUID is the denial of an owner reference without a uid, which the
+// API server never sends (it refuses such a reference).
+func noOwnerUID(namespace, name string) string {
+	return fmt.Sprintf("pod's owner reference to everynode DaemonSet %s/%s has no uid; the API server refuses such a reference, so this review did not come from it", namespace, name)
+}
+
+// podOfCreate decodes the pod a create request admits, in the request's
+// namespace. The API server always sends a pod of the request's namespace
+// (or none yet); a review that says otherwise did not come from it, and
+// believing the pod would look its owner up in another namespace, whose
+// nodeOverrides the patch would then show the caller.
+func podOfCreate(req *admissionv1.AdmissionRequest) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	if err := decodeObject(req.Object.Raw, pod); err != nil {
+		return nil, err
+	}
+	switch {
+	case pod.Namespace == "":
+		pod.Namespace = req.Namespace
+	case pod.Namespace != req.Namespace:
+		return nil, fmt.Errorf("the pod's namespace %q is not the request's %q", pod.Namespace, req.Namespace)
+	}
+	return pod, nil
 }
 
 func (v *podValidator) lookup(namespace, name string) (*everynodev1alpha1.DaemonSet, error) {

@@ -42,7 +42,10 @@ func validatePodCreate(pod *corev1.Pod, username, controllerUsername string, loo
 	if err != nil {
 		return "", fmt.Errorf("look up everynode DaemonSet %s/%s: %w", pod.Namespace, ref.Name, err)
 	}
-	if ref.UID != "" && set.UID != ref.UID {
+	if ref.UID == "" {
+		return noOwnerUID(pod.Namespace, ref.Name), nil
+	}
+	if set.UID != ref.UID {
 		return fmt.Sprintf("pod's owner reference names everynode DaemonSet %s/%s with uid %s, but that set now has uid %s: it was deleted and created again",
 			pod.Namespace, ref.Name, ref.UID, set.UID), nil
 	}

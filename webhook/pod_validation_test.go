@@ -59,6 +59,10 @@ func TestValidatePodCreate(t *testing.T) {
 			user: testController, change: func(p *corev1.Pod) { p.OwnerReferences[0].UID = types.UID("old-uid") },
 			want: "it was deleted and created again",
 		},
+		"owner reference without a uid": {
+			user: testController, change: func(p *corev1.Pod) { p.OwnerReferences[0].UID = "" },
+			want: "has no uid; the API server refuses such a reference",
+		},
 		"lookup fails": {user: testController, lookupErr: lookupErr, wantErr: true},
 	}
 	for name, tc := range tests {
