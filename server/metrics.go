@@ -21,6 +21,8 @@ type requestMetrics struct {
 	// HTTP/1.1 a client at high concurrency opens one per call in flight
 	// beyond its idle pool, each with a TLS handshake.
 	connections prometheus.Counter
+	// refused counts the requests the in-flight cap answered 429.
+	refused *prometheus.CounterVec
 }
 
 func newRequestMetrics() *requestMetrics {
@@ -36,11 +38,16 @@ func newRequestMetrics() *requestMetrics {
 			Name:      "https_connections_total",
 			Help:      "Connections accepted by the HTTPS listener (webhooks and extender).",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "everynode",
+			Name:      "http_requests_refused_total",
+			Help:      "Requests answered 429 because their route had --max-in-flight requests in flight, by route.",
+		}, []string{"route"}),
 	}
 }
 
 func (m *requestMetrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.duration, m.connections} {
+	for _, c := range []prometheus.Collector{m.duration, m.connections, m.refused} {
 		if err := r.Register(c); err != nil {
 			return fmt.Errorf("register request metrics: %w", err)
 		}

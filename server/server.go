@@ -63,6 +63,9 @@ type Config struct {
 	// DrainTimeout bounds the wait for in-flight requests after the
 	// listeners close; requests still running then are cut. Zero: no wait.
 	DrainTimeout time.Duration
+	// MaxInFlight caps the requests each route serves at once; past it a
+	// request gets 429 with Retry-After (inFlightLimit). Zero: no cap.
+	MaxInFlight int
 }
 
 // MaxBodyBytes caps every request body on the HTTPS listener. The webhook
@@ -98,7 +101,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{delay: cfg.ShutdownDelay, drainTimeout: cfg.DrainTimeout, after: time.After}
 	metrics := newRequestMetrics()
-	router, err := secureRouter(cfg.Parts, metrics)
+	if cfg.MaxInFlight < 0 {
+		return nil, errors.New("server: negative in-flight cap")
+	}
+	router, err := secureRouter(cfg.Parts, cfg.MaxInFlight, metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -151,9 +157,10 @@ func secureProtocols(http2 bool) *http.Protocols {
 }
 
 // secureRouter mounts every part's routes, each instrumented under its
-// path. Two parts claiming one path, or a path that is not absolute, is a
-// wiring mistake and an error.
-func secureRouter(parts []Routes, m *requestMetrics) (http.Handler, error) {
+// path and, with maxInFlight > 0, capped in flight (the refusals are
+// timed too, as code 429). Two parts claiming one path, or a path that is
+// not absolute, is a wiring mistake and an error.
+func secureRouter(parts []Routes, maxInFlight int, m *requestMetrics) (http.Handler, error) {
 	router := mux.NewRouter()
 	seen := make(map[string]bool)
 	for _, routes := range parts {
@@ -167,6 +174,9 @@ func secureRouter(parts []Routes, m *requestMetrics) (http.Handler, error) {
 				return nil, fmt.Errorf("server: route %s is claimed twice", path)
 			}
 			seen[path] = true
+			if maxInFlight > 0 {
+				h = newInFlightLimit(path, maxInFlight, m.refused).wrap(h)
+			}
 			router.Handle(path, m.instrument(path, h)).Methods(http.MethodPost)
 		}
 	}

@@ -410,3 +410,51 @@ func TestNewRefusesNegativeShutdownDurations(t *testing.T) {
 		}
 	}
 }
+
+// Past the in-flight cap a route answers 429 with Retry-After at once,
+// counts it, and serves again once a slot frees; another route is not
+// affected.
+func TestInFlightCap(t *testing.T) {
+	started, release := make(chan struct{}, 4), make(chan struct{})
+	secure, health := startServer(t, Config{
+		Certificates: &fakeSource{cert: testCert(t)},
+		Parts: []Routes{{
+			"/slow": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				started <- struct{}{}
+				<-release
+				_, _ = w.Write([]byte("finished"))
+			}),
+			"/fast": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
+		}},
+		MaxInFlight: 2,
+	})
+	for range 2 {
+		go func() { _, _, _ = post(secure + "/slow") }()
+		<-started
+	}
+
+	code, body, resp := do(t, http.MethodPost, secure+"/slow")
+	if code != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "at most 2 at once") {
+		t.Fatalf("third request in flight: %d %q Retry-After %q; want 429 with Retry-After 1", code, body, resp.Header.Get("Retry-After"))
+	}
+	if code, _, _ := do(t, http.MethodPost, secure+"/fast"); code != http.StatusOK {
+		t.Errorf("another route answered %d while /slow was full; want 200", code)
+	}
+	if _, metrics, _ := do(t, http.MethodGet, health+"/metrics"); !strings.Contains(metrics, `everynode_http_requests_refused_total{route="/slow"} 1`) {
+		t.Errorf("/metrics lacks one refusal on /slow:\n%s", metrics)
+	}
+
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		go func() { <-started }()
+		code, _, _ := do(t, http.MethodPost, secure+"/slow")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/slow still answers %d after the slots were released", code)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -27,6 +27,8 @@ type serveOptions struct {
 	healthAddr string
 	profiling  bool
 	http2      bool
+	// maxInFlight caps the requests each HTTPS route serves at once.
+	maxInFlight int
 
 	shutdownDelay        time.Duration
 	shutdownDrainTimeout time.Duration
@@ -56,6 +58,7 @@ func defaultServeOptions() *serveOptions {
 		secureAddr:        ":8443",
 		healthAddr:        ":8080",
 		http2:             true,
+		maxInFlight:       256,
 		certMode:          certModeFile,
 		namespace:         os.Getenv("POD_NAMESPACE"),
 		leaderElect:       true,
@@ -84,6 +87,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.profiling, "profiling", o.profiling, "Serve /debug/pprof on the health address.")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", o.shutdownDelay, "On SIGTERM, how long to keep serving the webhooks and the extender with /readyz failing, before the listeners close: the time endpoints and kube-proxy take to stop routing to this replica. 0: close at once.")
 	fs.DurationVar(&o.shutdownDrainTimeout, "shutdown-drain-timeout", o.shutdownDrainTimeout, "After --shutdown-delay, how long requests already in flight may take to finish before they are cut. 0: cut them at once.")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "Requests each webhook and extender route serves at once; more get 429 with Retry-After at once (the caller's failure policy applies). 0: no cap.")
 	fs.BoolVar(&o.http2, "http2", o.http2, "Offer HTTP/2 on the HTTPS listener besides HTTP/1.1. kube-apiserver sends concurrent webhook calls over one HTTP/2 connection; over HTTP/1.1 it keeps only 25 idle connections and opens a new TLS connection for every call beyond them.")
 
 	fs.StringVar(&o.certMode, "cert-mode", o.certMode, `Where the serving certificate comes from: "file" (--tls-cert-file and --tls-key-file, reloaded when they change) or "self-signed" (a CA kept in the Secret --ca-secret-name, injected into --webhook-configurations).`)
@@ -123,6 +127,9 @@ func (o *serveOptions) validate() error {
 		if d.d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %v", d.flag, d.d))
 		}
+	}
+	if o.maxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("--max-in-flight must not be negative (0 turns the cap off), got %d", o.maxInFlight))
 	}
 	if o.kubeAPIQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps must be positive, got %v", o.kubeAPIQPS))

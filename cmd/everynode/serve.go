@@ -186,6 +186,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		Registerer:    registry,
 		Profiling:     o.profiling,
 		HTTP2:         o.http2,
+		MaxInFlight:   o.maxInFlight,
 		ShutdownDelay: o.shutdownDelay,
 		DrainTimeout:  o.shutdownDrainTimeout,
 	})

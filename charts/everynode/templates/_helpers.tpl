@@ -182,6 +182,7 @@ outside the cluster (external.url), so both always agree.
 {{- end }}
 -v={{ .Values.logLevel }}
 --http2={{ .Values.http2 }}
+--max-in-flight={{ .Values.maxInFlight }}
 --shutdown-delay={{ .Values.shutdown.delaySeconds }}s
 --shutdown-drain-timeout={{ .Values.shutdown.drainTimeoutSeconds }}s
 {{- end }}
