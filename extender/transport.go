@@ -80,10 +80,19 @@ func (e *Extender) serveHTTP(w http.ResponseWriter, r *http.Request, verb string
 	in := getBuffer()
 	defer putBuffer(in)
 	if _, err := in.ReadFrom(io.LimitReader(r.Body, MaxRequestBytes+1)); err != nil {
+		// The server's own cap on every body (server.MaxBodyBytes) may
+		// cut a stream first: that, too, is a body too large.
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", tooLarge.Limit))
+		}
 		return fail(w, http.StatusBadRequest, "read request body: "+err.Error())
 	}
 	if in.Len() > MaxRequestBytes {
 		return fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", MaxRequestBytes))
+	}
+	if in.Len() == 0 {
+		return fail(w, http.StatusBadRequest, "empty request body: expected the "+verb+" verb's JSON arguments")
 	}
 	out := getBuffer()
 	defer putBuffer(out)

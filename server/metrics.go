@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,14 +86,36 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 // newErrorLog sends net/http's own errors (TLS handshake failures, ...) to
-// klog, where operators look, instead of stderr.
+// klog, where operators look, instead of stderr. Anyone who can reach the
+// port makes those errors at will (a port scanner makes a handshake error
+// per probe), so at most one line per errorLogInterval is written, with
+// the count of those left out.
 func newErrorLog(listener string) *log.Logger {
-	return log.New(klogWriter{listener: listener}, "", 0)
+	return log.New(&klogWriter{listener: listener, now: time.Now}, "", 0)
 }
 
-type klogWriter struct{ listener string }
+// errorLogInterval bounds how often net/http's errors reach the log.
+const errorLogInterval = 10 * time.Second
 
-func (k klogWriter) Write(p []byte) (int, error) {
-	klog.V(2).InfoS("HTTP server error", "listener", k.listener, "msg", strings.TrimSpace(string(p)))
+type klogWriter struct {
+	listener string
+	now      func() time.Time
+	mu       sync.Mutex
+	last     time.Time
+	dropped  int
+}
+
+func (k *klogWriter) Write(p []byte) (int, error) {
+	now := k.now()
+	k.mu.Lock()
+	if !k.last.IsZero() && now.Sub(k.last) < errorLogInterval {
+		k.dropped++
+		k.mu.Unlock()
+		return len(p), nil
+	}
+	dropped := k.dropped
+	k.last, k.dropped = now, 0
+	k.mu.Unlock()
+	klog.V(2).InfoS("HTTP server error", "listener", k.listener, "msg", strings.TrimSpace(string(p)), "notLoggedSinceLastLine", dropped)
 	return len(p), nil
 }

@@ -187,6 +187,10 @@ func secureRouter(parts []Routes, maxInFlight int, m *requestMetrics) (http.Hand
 	return router, nil
 }
 
+// Handler is the HTTPS listener's handler chain (body cap, routes, caps,
+// metrics), for in-process tests of the wired routes.
+func (s *Server) Handler() http.Handler { return s.secure.Handler }
+
 // errShuttingDown is what /readyz reports once Run's context has ended.
 var errShuttingDown = errors.New("shutting down")
 

@@ -458,3 +458,30 @@ func TestInFlightCap(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// net/http's error log is rate-limited: a burst of handshake errors makes
+// one line, and the next line counts the ones left out.
+func TestErrorLogRateLimited(t *testing.T) {
+	now := time.Unix(0, 0)
+	k := &klogWriter{listener: "https", now: func() time.Time { return now }}
+	var lines int
+	for i := 0; i < 100; i++ {
+		before := k.last
+		if _, err := k.Write([]byte("http: TLS handshake error from 10.0.0.1:5555: EOF\n")); err != nil {
+			t.Fatal(err)
+		}
+		if !k.last.Equal(before) || before.IsZero() {
+			lines++
+		}
+	}
+	if lines != 1 || k.dropped != 99 {
+		t.Fatalf("100 errors in an instant: %d lines, %d left out; want 1 and 99", lines, k.dropped)
+	}
+	now = now.Add(errorLogInterval)
+	if _, err := k.Write([]byte("again\n")); err != nil {
+		t.Fatal(err)
+	}
+	if k.dropped != 0 || !k.last.Equal(now) {
+		t.Errorf("after the interval: dropped %d, last %v; want a line counting the 99", k.dropped, k.last)
+	}
+}

@@ -65,6 +65,9 @@ func (v *daemonSetValidator) Handle(ctx context.Context, req *admissionv1.Admiss
 		if err := decodeObject(req.OldObject.Raw, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("oldObject: %w", err))
 		}
+		if err := sameObject(ds, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
 	}
 	if req.SubResource == "status" {
 		if old == nil {
@@ -154,6 +157,18 @@ func unavailableWarning(base string, err error) string {
 		reason = "the API server did not answer in time"
 	}
 	return fmt.Sprintf("%s: could not validate the template as a pod on the API server (%s); only basic checks were made, so pods may still be refused on creation", base, reason)
+}
+
+// sameObject checks that an update's object and oldObject are one object,
+// as every review the API server sends has them: a review that pairs two
+// sets did not come from it, and validating one against the other (the
+// selector's immutability) would mean nothing.
+func sameObject(ds, old *everynodev1alpha1.DaemonSet) error {
+	if ds.Name != old.Name || ds.Namespace != old.Namespace || (ds.UID != "" && old.UID != "" && ds.UID != old.UID) {
+		return fmt.Errorf("object and oldObject of the update are different objects (%s/%s uid %q, %s/%s uid %q)",
+			ds.Namespace, ds.Name, ds.UID, old.Namespace, old.Name, old.UID)
+	}
+	return nil
 }
 
 // decodeObject decodes an admitted object as the API server does:
