@@ -35,7 +35,7 @@ lint: ## gofmt and go vet
 	go vet ./...
 
 .PHONY: tools
-tools: ## Build the e2e control plane, kwok and helm into .e2e/bin (cached)
+tools: ## Build the e2e control plane, kwok, helm, cert-manager and promtool into .e2e/bin (cached)
 	e2e/hack/tools.sh
 
 .PHONY: chart-lint
