@@ -38,14 +38,23 @@ type Query struct {
 	Where, Expr string
 }
 
+// Values returns the chart's default values (values.yaml).
+func Values() (map[string]any, error) {
+	var values map[string]any
+	if err := yaml.Unmarshal(read("values.yaml"), &values); err != nil {
+		return nil, fmt.Errorf("values.yaml: %w", err)
+	}
+	return values, nil
+}
+
 // Rules renders files/prometheusrule.yaml as the chart's tpl does, with the
 // chart's default values and release name everynode, and returns its rules.
 // A rule without expr, or with neither or both of alert and record, and an
 // alert without for, a severity label or a summary, is an error.
 func Rules() ([]Rule, error) {
-	var values map[string]any
-	if err := yaml.Unmarshal(read("values.yaml"), &values); err != nil {
-		return nil, fmt.Errorf("values.yaml: %w", err)
+	values, err := Values()
+	if err != nil {
+		return nil, err
 	}
 	tmpl, err := template.New("prometheusrule.yaml").Option("missingkey=error").Funcs(template.FuncMap{
 		"include": func(name string, _ any) (string, error) {

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,4 +123,44 @@ func TestChartMetricsAreExported(t *testing.T) {
 		}
 	}
 	t.Logf("%d queries of the chart name %d metrics, all in %s", len(queries), len(used), everynodeMetricsURL())
+
+	// The latency alerts compare a histogram_quantile with
+	// latencyP99Seconds. The quantile never exceeds the highest finite
+	// bucket (a quantile in +Inf gives that bound), so a histogram whose
+	// buckets stop at or below the threshold holds an alert that cannot
+	// fire: the extender's did, with 1 s on top and a 1 s threshold.
+	values, err := charts.Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	threshold, ok := values["metrics"].(map[string]any)["prometheusRule"].(map[string]any)["latencyP99Seconds"].(float64)
+	if !ok {
+		t.Fatalf("values.yaml has no number metrics.prometheusRule.latencyP99Seconds")
+	}
+	le := regexp.MustCompile(`[{,]le="([^"]+)"`)
+	histograms := 0
+	for _, q := range rules {
+		for _, name := range charts.MetricNames(q.Expr) {
+			if !strings.HasSuffix(name, "_bucket") {
+				continue
+			}
+			histograms++
+			top := math.Inf(-1)
+			for _, line := range series[name] {
+				if m := le.FindStringSubmatch(line); m != nil {
+					if b, err := strconv.ParseFloat(m[1], 64); err == nil && !math.IsInf(b, 1) {
+						top = max(top, b)
+					}
+				}
+			}
+			if top <= threshold {
+				t.Errorf("%s reads %s, whose highest finite bucket is %g: at or below latencyP99Seconds %g, the alert can never fire", q.Where, name, top, threshold)
+			} else {
+				t.Logf("%s: %s tops out at %g s, above the %g s threshold", q.Where, name, top, threshold)
+			}
+		}
+	}
+	if histograms == 0 {
+		t.Errorf("no alert reads a histogram's _bucket series: have the latency alerts changed?")
+	}
 }
