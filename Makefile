@@ -35,12 +35,16 @@ lint: ## gofmt and go vet
 	go vet ./...
 
 .PHONY: tools
-tools: ## Build the e2e control plane, kwok and helm into .e2e/bin (cached)
+tools: ## Build the e2e control plane, kwok, helm, cert-manager and promtool into .e2e/bin (cached)
 	e2e/hack/tools.sh
 
 .PHONY: chart-lint
 chart-lint: tools ## helm lint and helm template with every values switch
 	HELM=$(E2E_BIN)/helm charts/everynode/ci/lint.sh
+
+.PHONY: rules-check
+rules-check: tools ## promtool check and test the chart's alert rules (charts/everynode/tests)
+	HELM=$(E2E_BIN)/helm PROMTOOL=$(E2E_BIN)/promtool charts/everynode/ci/rules-check.sh
 
 .PHONY: cluster
 cluster: tools build ## Start a local kwok cluster with everynode installed (.e2e/kubeconfig)
@@ -63,7 +67,7 @@ bench: tools build ## everynode against the built-in DaemonSet controller (NODES
 	e2e/hack/bench.sh
 
 .PHONY: check
-check: lint verify-generate test chart-lint e2e ## Everything CI runs
+check: lint verify-generate test chart-lint rules-check e2e ## Everything CI runs
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached e2e tools)

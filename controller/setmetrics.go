@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	everynodelisters "everynode.io/everynode/client/listers/everynode/v1alpha1"
 )
 
@@ -14,46 +15,68 @@ import (
 // disappears from the next scrape and nothing needs to be forgotten. Every
 // replica serves them (every replica has the set informer); dashboards and
 // alerts aggregate with max by (namespace, name).
-var (
-	setLabels = []string{"namespace", "name"}
+//
+// setGauges is every per-set gauge, in scrape order: its name, its help and
+// the field it reads. The descriptions and SetMetricNames are built from
+// this one table, so a gauge added, renamed or dropped here is also one in
+// the list the chart's checks read.
+var setGauges = []struct {
+	name, help string
+	value      func(*everynodev1alpha1.DaemonSet) float64
+}{
+	{"everynode_daemonset_status_desired_number_scheduled",
+		"Nodes that should run the set's daemon pod (status.desiredNumberScheduled).",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Status.DesiredNumberScheduled) }},
+	{"everynode_daemonset_status_current_number_scheduled",
+		"Nodes that should run the daemon pod and run at least one (status.currentNumberScheduled).",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Status.CurrentNumberScheduled) }},
+	{"everynode_daemonset_status_updated_number_scheduled",
+		"Nodes that run the daemon pod of the newest revision (status.updatedNumberScheduled).",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Status.UpdatedNumberScheduled) }},
+	{"everynode_daemonset_status_number_ready",
+		"Nodes that should run the daemon pod and have one Ready (status.numberReady).",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Status.NumberReady) }},
+	{"everynode_daemonset_status_number_available",
+		"Nodes that should run the daemon pod and have one available (status.numberAvailable).",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Status.NumberAvailable) }},
+	{"everynode_daemonset_status_number_unavailable",
+		"Nodes that should run the daemon pod and have none available (status.numberUnavailable).",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Status.NumberUnavailable) }},
+	{"everynode_daemonset_status_number_misscheduled",
+		"Nodes that run the daemon pod but should not (status.numberMisscheduled).",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Status.NumberMisscheduled) }},
+	{"everynode_daemonset_status_observed_generation",
+		"The set's generation the controller last wrote the status for (status.observedGeneration).",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Status.ObservedGeneration) }},
+	{"everynode_daemonset_metadata_generation",
+		"The set's metadata.generation; above observed_generation, the status is not yet for the current spec.",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Generation) }},
+}
 
-	setDesired = prometheus.NewDesc("everynode_daemonset_status_desired_number_scheduled",
-		"Nodes that should run the set's daemon pod (status.desiredNumberScheduled).", setLabels, nil)
-	setCurrent = prometheus.NewDesc("everynode_daemonset_status_current_number_scheduled",
-		"Nodes that should run the daemon pod and run at least one (status.currentNumberScheduled).", setLabels, nil)
-	setUpdated = prometheus.NewDesc("everynode_daemonset_status_updated_number_scheduled",
-		"Nodes that run the daemon pod of the newest revision (status.updatedNumberScheduled).", setLabels, nil)
-	setReady = prometheus.NewDesc("everynode_daemonset_status_number_ready",
-		"Nodes that should run the daemon pod and have one Ready (status.numberReady).", setLabels, nil)
-	setAvailable = prometheus.NewDesc("everynode_daemonset_status_number_available",
-		"Nodes that should run the daemon pod and have one available (status.numberAvailable).", setLabels, nil)
-	setUnavailable = prometheus.NewDesc("everynode_daemonset_status_number_unavailable",
-		"Nodes that should run the daemon pod and have none available (status.numberUnavailable).", setLabels, nil)
-	setMisscheduled = prometheus.NewDesc("everynode_daemonset_status_number_misscheduled",
-		"Nodes that run the daemon pod but should not (status.numberMisscheduled).", setLabels, nil)
-	setObservedGeneration = prometheus.NewDesc("everynode_daemonset_status_observed_generation",
-		"The set's generation the controller last wrote the status for (status.observedGeneration).", setLabels, nil)
-	setGeneration = prometheus.NewDesc("everynode_daemonset_metadata_generation",
-		"The set's metadata.generation; above observed_generation, the status is not yet for the current spec.", setLabels, nil)
-	setCondition = prometheus.NewDesc("everynode_daemonset_status_condition",
+const setConditionName = "everynode_daemonset_status_condition"
+
+var (
+	setGaugeDescs = func() []*prometheus.Desc {
+		descs := make([]*prometheus.Desc, len(setGauges))
+		for i, g := range setGauges {
+			descs[i] = prometheus.NewDesc(g.name, g.help, []string{"namespace", "name"}, nil)
+		}
+		return descs
+	}()
+	setCondition = prometheus.NewDesc(setConditionName,
 		"1 for each condition of the set's status (Progressing, Available), with its status and reason.",
 		[]string{"namespace", "name", "type", "status", "reason"}, nil)
 )
 
 // SetMetricNames are the names the set status collector exports, for
 // checks that the chart's rules and dashboard name only real metrics.
-var SetMetricNames = []string{
-	"everynode_daemonset_status_desired_number_scheduled",
-	"everynode_daemonset_status_current_number_scheduled",
-	"everynode_daemonset_status_updated_number_scheduled",
-	"everynode_daemonset_status_number_ready",
-	"everynode_daemonset_status_number_available",
-	"everynode_daemonset_status_number_unavailable",
-	"everynode_daemonset_status_number_misscheduled",
-	"everynode_daemonset_status_observed_generation",
-	"everynode_daemonset_metadata_generation",
-	"everynode_daemonset_status_condition",
-}
+var SetMetricNames = func() []string {
+	names := make([]string, 0, len(setGauges)+1)
+	for _, g := range setGauges {
+		names = append(names, g.name)
+	}
+	return append(names, setConditionName)
+}()
 
 // SetStatusCollector exports every set's status as gauges, read from the
 // lister at each scrape.
@@ -71,12 +94,10 @@ var _ prometheus.Collector = (*SetStatusCollector)(nil)
 
 // Describe implements prometheus.Collector.
 func (c *SetStatusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{
-		setDesired, setCurrent, setUpdated, setReady, setAvailable, setUnavailable,
-		setMisscheduled, setObservedGeneration, setGeneration, setCondition,
-	} {
+	for _, d := range setGaugeDescs {
 		ch <- d
 	}
+	ch <- setCondition
 }
 
 // Collect implements prometheus.Collector.
@@ -89,20 +110,10 @@ func (c *SetStatusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, ds := range sets {
 		ns, name := ds.Namespace, ds.Name
-		st := &ds.Status
-		gauge := func(d *prometheus.Desc, v float64) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, ns, name)
+		for i, g := range setGauges {
+			ch <- prometheus.MustNewConstMetric(setGaugeDescs[i], prometheus.GaugeValue, g.value(ds), ns, name)
 		}
-		gauge(setDesired, float64(st.DesiredNumberScheduled))
-		gauge(setCurrent, float64(st.CurrentNumberScheduled))
-		gauge(setUpdated, float64(st.UpdatedNumberScheduled))
-		gauge(setReady, float64(st.NumberReady))
-		gauge(setAvailable, float64(st.NumberAvailable))
-		gauge(setUnavailable, float64(st.NumberUnavailable))
-		gauge(setMisscheduled, float64(st.NumberMisscheduled))
-		gauge(setObservedGeneration, float64(st.ObservedGeneration))
-		gauge(setGeneration, float64(ds.Generation))
-		for _, cond := range st.Conditions {
+		for _, cond := range ds.Status.Conditions {
 			ch <- prometheus.MustNewConstMetric(setCondition, prometheus.GaugeValue, 1,
 				ns, name, cond.Type, string(cond.Status), cond.Reason)
 		}

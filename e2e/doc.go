@@ -17,6 +17,10 @@
 // over revisions in the old data format. It counts pod creates in the
 // kube-apiserver audit log that cluster.sh turns on.
 //
+// metrics_test.go scrapes everynode's /metrics after a rollout and checks
+// that every metric the chart's alerts and dashboard query is exported
+// (the queries come from package charts, as in cmd/everynode's unit test).
+//
 // This is its own Go module, so the product's go.mod does not inherit the
 // test-only dependencies.
 package e2e

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the e2e tools into <repo>/.e2e/bin from the Go modules under e2e/tools.
+# Builds the e2e and check tools into <repo>/.e2e/bin from the Go modules under e2e/tools.
 #
 # This machine has no internet but the Go module proxy, so the control plane
 # (etcd, kube-*, kwok) and helm are compiled from their Go modules instead of
@@ -20,6 +20,8 @@ mkdir -p "$BIN"
 KUBE_VERSION=v1.37.2
 HELM_VERSION=v4.3.1
 CERT_MANAGER_VERSION=v1.21.2
+# Prometheus' Go module v0.316.0 is its release v3.16.0.
+PROMETHEUS_VERSION=3.16.0
 
 # build <module dir under e2e/tools> <message> <ldflags> <binary names> -- <packages>
 build() {
@@ -101,3 +103,12 @@ build certmanager "cert-manager (first time takes ~4-5 min)" \
   "-X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION" \
   cert-manager-controller cert-manager-cainjector -- \
   ./cmd/cert-manager-controller ./cmd/cert-manager-cainjector
+
+# promtool for `make rules-check` (check and test the chart's alert rules).
+# remove_all_sd, Prometheus' own build tag, leaves out the service
+# discoveries (AWS, Azure, GCE, Consul, ...) that rule checks never use.
+# Cold (empty build cache, 2 shared cores): 3.6 min with it, 6.3 min
+# without; its 134 modules (156 MB) download in ~15 s.
+build promtool "promtool (first time takes ~4 min)" \
+  "-X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION" \
+  promtool -- -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool

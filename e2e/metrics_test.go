@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/charts"
+)
+
+// everynodeMetricsURL is the /metrics of the replica the harness starts
+// (cluster.sh: --health-addr 127.0.0.1:$EVERYNODE_HEALTH_PORT; e2e.sh
+// passes the port, lib.sh's default for the default cluster is 18080).
+func everynodeMetricsURL() string {
+	port := os.Getenv("EVERYNODE_HEALTH_PORT")
+	if port == "" {
+		port = "18080"
+	}
+	return "http://127.0.0.1:" + port + "/metrics"
+}
+
+// scrape reads everynode's /metrics in the text format and returns its
+// sample lines by series name: a histogram shows as name_bucket, name_sum
+// and name_count, as Prometheus stores it.
+func scrape(t *testing.T) (map[string][]string, error) {
+	t.Helper()
+	resp, err := http.Get(everynodeMetricsURL())
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("GET %s: %s: %s", everynodeMetricsURL(), resp.Status, b)
+	}
+	series := map[string][]string{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		if i := strings.IndexAny(line, "{ "); i > 0 {
+			series[line[:i]] = append(series[line[:i]], line)
+		}
+	}
+	return series, sc.Err()
+}
+
+// Every metric the chart's alerts and dashboard query is exported by a
+// running everynode once it has done its work: a set created and rolled
+// to a new image (pod creates and deletes, webhook and extender calls,
+// status conditions). cmd/everynode's unit test checks the same names
+// against the registry; this one sees what a Prometheus would scrape, so
+// a metric registered but never filled in, or named differently on the
+// wire (a histogram's _bucket), fails here.
+func TestChartMetricsAreExported(t *testing.T) {
+	rules, err := charts.RuleQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dash, err := charts.DashboardQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) < 8 || len(dash) < 10 {
+		t.Fatalf("found %d rules and %d dashboard queries, want at least 8 and 10: have the chart's files changed shape?", len(rules), len(dash))
+	}
+	queries := append(rules, dash...)
+
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "metrics-" + randSuffix()}
+	nodes := createNodes(t, "metrics", 2, sel)
+	createSet(t, simpleSet(ns, "agent", sel))
+	eventually(t, settle, "v1 everywhere", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v1"))
+	updateSet(t, ns, "agent", func(ds *everynodev1alpha1.DaemonSet) {
+		ds.Spec.Template.Spec.Containers[0].Image = "registry.example/agent:v2"
+	})
+	eventually(t, settle, "v2 everywhere", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v2"))
+
+	// The scraped replica must be this cluster's (it reports this set)
+	// and the leader (only the leader runs the controller's work queue and
+	// counts pod creates); after the fault scenarios it may take a Lease
+	// expiry to lead again.
+	ours := fmt.Sprintf(`everynode_daemonset_status_desired_number_scheduled{name="agent",namespace="%s"} 2`, ns)
+	var series map[string][]string
+	eventually(t, time.Minute, "the set's status from the leading everynode at "+everynodeMetricsURL(), func() (bool, string, error) {
+		series, err = scrape(t)
+		if err != nil {
+			return false, "", err
+		}
+		if !strings.Contains(strings.Join(series["everynode_daemonset_status_desired_number_scheduled"], "\n"), ours) {
+			return false, fmt.Sprintf("no %s: another cluster's everynode?", ours), nil
+		}
+		if leader := series["everynode_leader"]; len(leader) != 1 || !strings.HasSuffix(leader[0], " 1") {
+			return false, fmt.Sprintf("not the leader: %v", leader), nil
+		}
+		return true, "", nil
+	})
+
+	problems, used := charts.Unknown(queries, func(name string) bool { return len(series[name]) > 0 })
+	for _, p := range problems {
+		t.Errorf("%s, which everynode does not export", p)
+	}
+	if t.Failed() {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(used)) {
+		if _, external := charts.External[name]; !external {
+			t.Logf("%s: %d series, e.g. %s", name, len(series[name]), series[name][0])
+		}
+	}
+	t.Logf("%d queries of the chart name %d metrics, all in %s", len(queries), len(used), everynodeMetricsURL())
+
+	// The latency alerts compare a histogram_quantile with
+	// latencyP99Seconds. The quantile never exceeds the highest finite
+	// bucket (a quantile in +Inf gives that bound), so a histogram whose
+	// buckets stop at or below the threshold holds an alert that cannot
+	// fire: the extender's did, with 1 s on top and a 1 s threshold.
+	values, err := charts.Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	threshold, ok := values["metrics"].(map[string]any)["prometheusRule"].(map[string]any)["latencyP99Seconds"].(float64)
+	if !ok {
+		t.Fatalf("values.yaml has no number metrics.prometheusRule.latencyP99Seconds")
+	}
+	le := regexp.MustCompile(`[{,]le="([^"]+)"`)
+	histograms := 0
+	for _, q := range rules {
+		for _, name := range charts.MetricNames(q.Expr) {
+			if !strings.HasSuffix(name, "_bucket") {
+				continue
+			}
+			histograms++
+			top := math.Inf(-1)
+			for _, line := range series[name] {
+				if m := le.FindStringSubmatch(line); m != nil {
+					if b, err := strconv.ParseFloat(m[1], 64); err == nil && !math.IsInf(b, 1) {
+						top = max(top, b)
+					}
+				}
+			}
+			if top <= threshold {
+				t.Errorf("%s reads %s, whose highest finite bucket is %g: at or below latencyP99Seconds %g, the alert can never fire", q.Where, name, top, threshold)
+			} else {
+				t.Logf("%s: %s tops out at %g s, above the %g s threshold", q.Where, name, top, threshold)
+			}
+		}
+	}
+	if histograms == 0 {
+		t.Errorf("no alert reads a histogram's _bucket series: have the latency alerts changed?")
+	}
+}
