@@ -227,6 +227,19 @@ hasnt monitoring-tuned '^kind: ServiceMonitor$'
 render monitoring-external --set external.url=https://127.0.0.1:8443 --set metrics.serviceMonitor.enabled=true
 hasnt monitoring-external '^kind: ServiceMonitor$'
 
+# NetworkPolicy: off by default; on, the two ports with their peers.
+hasnt default '^kind: NetworkPolicy$'
+render netpol --set networkPolicy.enabled=true --set-json 'networkPolicy.https.from=[{"ipBlock":{"cidr":"10.0.0.0/24"}}]' \
+  --set-json 'networkPolicy.metrics.from=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]'
+has netpol '^kind: NetworkPolicy$'
+has netpol 'cidr: 10.0.0.0/24'
+has netpol 'kubernetes.io/metadata.name: monitoring'
+count netpol 2 '^        - port: (https|metrics)$'
+render netpol-open --set networkPolicy.enabled=true
+hasnt netpol-open '^      from:$'
+render netpol-external --set networkPolicy.enabled=true --set external.url=https://127.0.0.1:8443
+hasnt netpol-external '^kind: NetworkPolicy$'
+
 # Every values file under ci/ (chart-testing convention) renders too.
 for f in "$CHART"/ci/*-values.yaml; do
   [[ -e "$f" ]] || continue
