@@ -107,7 +107,7 @@ func TestFileSourceHotReload(t *testing.T) {
 	}
 	// A plain listener, not httptest's StartTLS: that one installs its own
 	// certificate, which crypto/tls prefers over GetCertificate.
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", TLSConfig(src))
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", TLSConfig(src, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

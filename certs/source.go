@@ -3,8 +3,10 @@ package certs
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -40,11 +42,32 @@ func checkValid(cert *tls.Certificate, now time.Time) error {
 }
 
 // TLSConfig returns the server TLS settings every everynode listener uses:
-// TLS 1.2 at least, certificates from src. The protocols offered (ALPN) are
-// left to the http.Server's Protocols, which fills them in.
-func TLSConfig(src Source) *tls.Config {
-	return &tls.Config{
+// TLS 1.2 at least, certificates from src. With clientCAs, every client
+// must present a certificate one of them signed (the handshake fails
+// otherwise, before any request is read). The protocols offered (ALPN)
+// are left to the http.Server's Protocols, which fills them in.
+func TLSConfig(src Source, clientCAs *x509.CertPool) *tls.Config {
+	cfg := &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: src.GetCertificate,
 	}
+	if clientCAs != nil {
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		cfg.ClientCAs = clientCAs
+	}
+	return cfg
+}
+
+// LoadCAPool reads a PEM bundle of CA certificates. A file with no
+// certificate in it is an error: it would refuse every client.
+func LoadCAPool(path string) (*x509.CertPool, error) {
+	pemData, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read client CA bundle: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemData) {
+		return nil, fmt.Errorf("client CA bundle %s holds no PEM certificate", path)
+	}
+	return pool, nil
 }

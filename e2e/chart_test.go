@@ -38,7 +38,8 @@ func TestChartServerSideDryRun(t *testing.T) {
 		"NetworkPolicy": {"--set", "networkPolicy.enabled=true",
 			"--set-json", `networkPolicy.https.from=[{"ipBlock":{"cidr":"10.0.0.0/8"}}]`,
 			"--set-json", `networkPolicy.metrics.from=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]`},
-		"everything on": {"--set", "certManager.enabled=true", "--set", "scheduler.enabled=true", "--set", "networkPolicy.enabled=true", "--set", "replicaCount=3"},
+		"client certificates, second scheduler": {"-f", filepath.Join(repoRoot, "charts", "everynode", "ci", "clientauth-values.yaml")},
+		"everything on":                         {"--set", "certManager.enabled=true", "--set", "scheduler.enabled=true", "--set", "networkPolicy.enabled=true", "--set", "replicaCount=3"},
 	}
 	for name, args := range variants {
 		t.Run(name, func(t *testing.T) {

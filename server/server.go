@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -66,6 +67,11 @@ type Config struct {
 	// MaxInFlight caps the requests each route serves at once; past it a
 	// request gets 429 with Retry-After (inFlightLimit). Zero: no cap.
 	MaxInFlight int
+	// ClientCAs, when set, makes the HTTPS listener require a client
+	// certificate signed by one of them (the API server's webhook client
+	// and kube-scheduler's extender client present one when configured).
+	// The health listener never asks for one.
+	ClientCAs *x509.CertPool
 }
 
 // MaxBodyBytes caps every request body on the HTTPS listener. The webhook
@@ -114,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 	s.secure = &http.Server{
 		Addr:              cfg.SecureAddr,
 		Handler:           http.MaxBytesHandler(router, MaxBodyBytes),
-		TLSConfig:         certs.TLSConfig(cfg.Certificates),
+		TLSConfig:         certs.TLSConfig(cfg.Certificates, cfg.ClientCAs),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
@@ -483,5 +484,86 @@ func TestErrorLogRateLimited(t *testing.T) {
 	}
 	if k.dropped != 0 || !k.last.Equal(now) {
 		t.Errorf("after the interval: dropped %d, last %v; want a line counting the 99", k.dropped, k.last)
+	}
+}
+
+// testCA is a CA that signs client certificates.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key}
+}
+
+// client issues a client certificate.
+func (ca *testCA) client(t *testing.T, name string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// With ClientCAs the HTTPS port serves only clients whose certificate
+// one of them signed; the health port asks nothing.
+func TestClientCertificatesRequired(t *testing.T) {
+	trusted, other := newTestCA(t, "webhook-clients"), newTestCA(t, "someone-else")
+	pool := x509.NewCertPool()
+	pool.AddCert(trusted.cert)
+	secure, health := startServer(t, Config{
+		Certificates: &fakeSource{cert: testCert(t)},
+		Parts:        []Routes{{"/ok": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })}},
+		ClientCAs:    pool,
+	})
+	post := func(certs ...tls.Certificate) (int, error) {
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: certs}}}
+		resp, err := client.Post(secure+"/ok", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := post(trusted.client(t, "kube-apiserver")); err != nil || code != http.StatusOK {
+		t.Errorf("a client certificate of the trusted CA: %d, %v; want 200", code, err)
+	}
+	if code, err := post(); err == nil {
+		t.Errorf("no client certificate: answered %d; want the handshake refused", code)
+	}
+	if code, err := post(other.client(t, "intruder")); err == nil {
+		t.Errorf("a client certificate of another CA: answered %d; want the handshake refused", code)
+	}
+	if code, _, _ := do(t, http.MethodGet, health+"/healthz"); code != http.StatusOK {
+		t.Errorf("health port answered %d without a client certificate; want 200", code)
 	}
 }

@@ -29,6 +29,9 @@ type serveOptions struct {
 	http2      bool
 	// maxInFlight caps the requests each HTTPS route serves at once.
 	maxInFlight int
+	// clientCAFile, when set, is the CA bundle client certificates must
+	// chain to on the HTTPS port.
+	clientCAFile string
 
 	shutdownDelay        time.Duration
 	shutdownDrainTimeout time.Duration
@@ -87,6 +90,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.profiling, "profiling", o.profiling, "Serve /debug/pprof on the health address.")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", o.shutdownDelay, "On SIGTERM, how long to keep serving the webhooks and the extender with /readyz failing, before the listeners close: the time endpoints and kube-proxy take to stop routing to this replica. 0: close at once.")
 	fs.DurationVar(&o.shutdownDrainTimeout, "shutdown-drain-timeout", o.shutdownDrainTimeout, "After --shutdown-delay, how long requests already in flight may take to finish before they are cut. 0: cut them at once.")
+	fs.StringVar(&o.clientCAFile, "client-ca-file", o.clientCAFile, "PEM CA bundle: when set, every caller of the webhook and extender port must present a client certificate it signed (configure kube-apiserver's webhook kubeconfig and kube-scheduler's extender tlsConfig to send one; README). Read at start.")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "Requests each webhook and extender route serves at once; more get 429 with Retry-After at once (the caller's failure policy applies). 0: no cap.")
 	fs.BoolVar(&o.http2, "http2", o.http2, "Offer HTTP/2 on the HTTPS listener besides HTTP/1.1. kube-apiserver sends concurrent webhook calls over one HTTP/2 connection; over HTTP/1.1 it keeps only 25 idle connections and opens a new TLS connection for every call beyond them.")
 

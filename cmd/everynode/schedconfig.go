@@ -53,6 +53,8 @@ scheduling goes on if everynode is down), over HTTPS with the given CA.
 	fs.StringVar(&o.URLPrefix, "url", "", "HTTPS URL prefix of the extender routes, e.g. https://everynode.everynode-system.svc:443/extender.")
 	fs.StringVar(&caFile, "ca-file", "", "PEM file of the CA that signed everynode's serving certificate.")
 	fs.BoolVar(&embedCA, "embed-ca", false, "Embed the CA in the configuration (tlsConfig.caData) instead of referring to --ca-file by path.")
+	fs.StringVar(&o.ClientCertFile, "client-cert-file", "", "Client certificate kube-scheduler presents to the extender (tlsConfig.certFile), for an everynode run with --client-ca-file.")
+	fs.StringVar(&o.ClientKeyFile, "client-key-file", "", "Key of --client-cert-file (tlsConfig.keyFile).")
 	fs.StringVar(&o.ServerName, "server-name", "", "Name to verify in the serving certificate instead of the URL's host.")
 	fs.DurationVar(&o.HTTPTimeout, "http-timeout", schedconfig.DefaultHTTPTimeout, "Timeout of each extender call; after it the scheduler ignores the extender for that pod.")
 	fs.Int64Var(&o.Weight, "weight", schedconfig.DefaultWeight, "Weight of the extender's prioritize scores.")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -176,6 +177,12 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return err
 	}
 
+	var clientCAs *x509.CertPool
+	if o.clientCAFile != "" {
+		if clientCAs, err = certs.LoadCAPool(o.clientCAFile); err != nil {
+			return fmt.Errorf("--client-ca-file: %w", err)
+		}
+	}
 	srv, err := server.New(server.Config{
 		SecureAddr:    o.secureAddr,
 		HealthAddr:    o.healthAddr,
@@ -187,6 +194,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		Profiling:     o.profiling,
 		HTTP2:         o.http2,
 		MaxInFlight:   o.maxInFlight,
+		ClientCAs:     clientCAs,
 		ShutdownDelay: o.shutdownDelay,
 		DrainTimeout:  o.shutdownDrainTimeout,
 	})

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cluster.sh up|down|start-everynode|stop-everynode|start-replica N|stop-replica N|
-#   restart-apiserver [SECONDS]|cert-mode MODE: the local everynode cluster.
+#   restart-apiserver [SECONDS]|cert-mode MODE|client-auth on|off: the local
+#   everynode cluster.
 # (up is up-control-plane, then install-everynode; e2e.sh runs tests between
 # the two that need a kube-apiserver without everynode.)
 #
@@ -16,9 +17,40 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # One scheduler and one controller-manager: no leader election, which on a
 # busy 2-core machine only makes them exit when a lease renewal is slow.
+# kube-scheduler presents its client certificate to the extender, and
+# kube-apiserver its own to the webhooks (admission_config, any host: "*"),
+# whether or not everynode asks for one (`client-auth on`).
 scheduler_config() {
   "$ROOT/bin/everynode" scheduler-config --no-leader-election \
-    --url "$EVERYNODE_URL/extender" --ca-file "$PKI/ca.crt" >"$STATE/scheduler-config.yaml"
+    --url "$EVERYNODE_URL/extender" --ca-file "$PKI/ca.crt" \
+    --client-cert-file "$PKI/scheduler-client.crt" --client-key-file "$PKI/scheduler-client.key" >"$STATE/scheduler-config.yaml"
+}
+
+admission_config() {
+  cat >"$STATE/webhook-client.kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+users:
+- name: "*"
+  user:
+    client-certificate: $PKI/apiserver-client.crt
+    client-key: $PKI/apiserver-client.key
+KC
+  local plugin
+  {
+    echo "apiVersion: apiserver.config.k8s.io/v1"
+    echo "kind: AdmissionConfiguration"
+    echo "plugins:"
+    for plugin in ValidatingAdmissionWebhook MutatingAdmissionWebhook; do
+      cat <<YAML
+- name: $plugin
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $STATE/webhook-client.kubeconfig
+YAML
+    done
+  } >"$STATE/admission-config.yaml"
 }
 
 # The audit log is how the fault scenarios (e2e/faults_test.go) count pod
@@ -51,6 +83,10 @@ kwokctl_config() {
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 componentsPatches:
+- name: kube-apiserver
+  extraArgs:
+  - key: admission-control-config-file
+    value: "$STATE/admission-config.yaml"
 - name: kube-controller-manager
   extraArgs:
   - key: leader-elect
@@ -94,6 +130,23 @@ cert_args() {
     cert-manager) echo "--cert-mode file --tls-cert-file $CM_STATE/tls.crt --tls-key-file $CM_STATE/tls.key" ;;
     *) echo "--cert-mode file --tls-cert-file $PKI/tls.crt --tls-key-file $PKI/tls.key" ;;
   esac
+}
+
+# client-auth on|off: everynode asks every caller of the webhook and
+# extender port for a client certificate of the harness's client CA
+# (--client-ca-file), or not (the default). kube-apiserver and
+# kube-scheduler always present theirs. Remembered in $STATE/client-auth.
+CLIENT_AUTH_FILE="$STATE/client-auth"
+client_auth_args() {
+  [[ "$(cat "$CLIENT_AUTH_FILE" 2>/dev/null)" == on ]] && echo "--client-ca-file $PKI/client-ca.crt"
+  return 0
+}
+client_auth() {
+  case "${1:-}" in
+    on|off) echo "$1" >"$CLIENT_AUTH_FILE" ;;
+    *) echo "usage: $0 client-auth on|off" >&2; exit 2 ;;
+  esac
+  start_everynode
 }
 
 # cert-manager's controller and cainjector, built from its library module
@@ -179,7 +232,7 @@ launch_everynode() {
   nohup "$ROOT/bin/everynode" serve \
     --kubeconfig "$EVERYNODE_KUBECONFIG" --namespace "$NAMESPACE" \
     --leader-election-id "$RELEASE" \
-    $(cert_args) \
+    $(cert_args) $(client_auth_args) \
     --secure-addr "127.0.0.1:$port" --health-addr "127.0.0.1:$health" \
     --profiling -v 2 ${EVERYNODE_ARGS:-} >>"$log" 2>&1 &
   echo $! >"$pidfile"
@@ -257,8 +310,9 @@ up_control_plane() {
   "$ROOT/e2e/hack/tools.sh"
   [[ -x "$ROOT/bin/everynode" ]] || (cd "$ROOT" && go build -o bin/ ./cmd/everynode)
   pki
-  rm -f "$CERT_MODE_FILE"
+  rm -f "$CERT_MODE_FILE" "$CLIENT_AUTH_FILE"
   scheduler_config
+  admission_config
   kwokctl_config
   audit_policy
   SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh" \
@@ -303,5 +357,6 @@ case "${1:-}" in
   stop-replica) stop_replica "${2:-}" ;;
   restart-apiserver) restart_apiserver "${2:-}" ;;
   cert-mode) cert_mode "${2:-}" ;;
+  client-auth) service_account_kubeconfig; client_auth "${2:-}" ;;
   *) echo "usage: $0 up|up-control-plane|install-everynode|down|start-everynode|stop-everynode|start-replica N|stop-replica N|restart-apiserver [SECONDS]|cert-mode self-signed|cert-manager|external-ca" >&2; exit 2 ;;
 esac

@@ -58,8 +58,10 @@ wait_for() {
 }
 
 # pki makes a CA and a serving certificate for 127.0.0.1: the webhook
-# configurations and the scheduler's extender config trust the CA.
+# configurations and the scheduler's extender config trust the CA. Then a
+# second CA for client certificates (client_pki).
 pki() {
+  client_pki
   [[ -f "$PKI/tls.crt" && -f "$PKI/ca.crt" ]] && return
   mkdir -p "$PKI"
   (
@@ -71,6 +73,28 @@ pki() {
     printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >ext.cnf
     openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 \
       -extfile ext.cnf -out tls.crt 2>/dev/null
+  )
+}
+
+# client_pki makes the client CA and the certificates kube-apiserver (as
+# webhook client) and kube-scheduler (as extender client) present to
+# everynode; everynode checks them when `cluster.sh client-auth on` gave it
+# --client-ca-file. Its own CA, so the serving CA signs no client.
+client_pki() {
+  [[ -f "$PKI/client-ca.crt" && -f "$PKI/scheduler-client.crt" ]] && return
+  mkdir -p "$PKI"
+  (
+    cd "$PKI"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 365 \
+      -subj /CN=everynode-e2e-client-ca -keyout client-ca.key -out client-ca.crt 2>/dev/null
+    printf 'extendedKeyUsage=clientAuth\n' >client-ext.cnf
+    local who
+    for who in apiserver scheduler; do
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -subj "/CN=kube-$who" -keyout "$who-client.key" -out "$who-client.csr" 2>/dev/null
+      openssl x509 -req -in "$who-client.csr" -CA client-ca.crt -CAkey client-ca.key -CAcreateserial -days 365 \
+        -extfile client-ext.cnf -out "$who-client.crt" 2>/dev/null
+    done
   )
 }
 

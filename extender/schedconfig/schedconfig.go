@@ -53,6 +53,11 @@ type Options struct {
 	// CAFile is the path, on kube-scheduler's host, of that bundle
 	// (tlsConfig.caFile). Set it or CAData.
 	CAFile string
+	// ClientCertFile and ClientKeyFile, if set (both or neither), are the
+	// client certificate kube-scheduler presents to the extender
+	// (tlsConfig.certFile and keyFile), for an everynode started with
+	// --client-ca-file.
+	ClientCertFile, ClientKeyFile string
 	// ServerName, if set, is the name checked against the serving
 	// certificate instead of URLPrefix's host.
 	ServerName string
@@ -154,6 +159,10 @@ func extender(o Options) (schedulerv1.Extender, error) {
 	default:
 		return schedulerv1.Extender{}, errors.New("a CA (data or file) is required: kube-scheduler must verify the extender's certificate")
 	}
+	if (o.ClientCertFile == "") != (o.ClientKeyFile == "") {
+		return schedulerv1.Extender{}, errors.New("a client certificate needs both its file and its key file")
+	}
+	tls.CertFile, tls.KeyFile = o.ClientCertFile, o.ClientKeyFile
 	timeout := o.HTTPTimeout
 	switch {
 	case timeout < 0:

@@ -38,6 +38,9 @@ func TestRenderGolden(t *testing.T) {
 				URLPrefix:  "https://everynode.everynode-system.svc:443/extender/",
 				CAFile:     "/etc/kubernetes/everynode/ca.crt",
 				Kubeconfig: "/etc/kubernetes/scheduler.conf",
+				// everynode run with --client-ca-file.
+				ClientCertFile: "/etc/kubernetes/everynode/client.crt",
+				ClientKeyFile:  "/etc/kubernetes/everynode/client.key",
 			},
 			check: func(t *testing.T, cfg *schedulerv1.KubeSchedulerConfiguration) {
 				if cfg.ClientConnection.Kubeconfig != "/etc/kubernetes/scheduler.conf" {
@@ -45,6 +48,9 @@ func TestRenderGolden(t *testing.T) {
 				}
 				if cfg.Extenders[0].TLSConfig.CAFile != "/etc/kubernetes/everynode/ca.crt" {
 					t.Errorf("caFile = %q", cfg.Extenders[0].TLSConfig.CAFile)
+				}
+				if tls := cfg.Extenders[0].TLSConfig; tls.CertFile != "/etc/kubernetes/everynode/client.crt" || tls.KeyFile != "/etc/kubernetes/everynode/client.key" {
+					t.Errorf("client certificate = %q, %q", tls.CertFile, tls.KeyFile)
 				}
 				if cfg.LeaderElection.LeaderElect != nil || len(cfg.Profiles) != 0 {
 					t.Errorf("leader election or profiles set for the default scheduler: %+v %+v", cfg.LeaderElection, cfg.Profiles)
@@ -159,18 +165,19 @@ func TestRenderInvalid(t *testing.T) {
 		opts Options
 		want string // part of the error
 	}{
-		"no URL":           {opts: with(func(o *Options) { o.URLPrefix = "" }), want: "URL prefix is required"},
-		"http":             {opts: with(func(o *Options) { o.URLPrefix = "http://e:1/extender" }), want: "must be https"},
-		"no host":          {opts: with(func(o *Options) { o.URLPrefix = "https:///extender" }), want: "no host"},
-		"query":            {opts: with(func(o *Options) { o.URLPrefix = "https://e/x?a=b" }), want: "no user, query or fragment"},
-		"unparsable URL":   {opts: with(func(o *Options) { o.URLPrefix = "https://e:port/x" }), want: "extender URL prefix"},
-		"no CA":            {opts: with(func(o *Options) { o.CAData = nil }), want: "CA (data or file) is required"},
-		"both CAs":         {opts: with(func(o *Options) { o.CAFile = "/ca" }), want: "not both"},
-		"CA not PEM":       {opts: with(func(o *Options) { o.CAData = []byte("hello") }), want: "other than PEM"},
-		"CA is a key":      {opts: with(func(o *Options) { o.CAData = []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n") }), want: `"PRIVATE KEY"`},
-		"CA garbage cert":  {opts: with(func(o *Options) { o.CAData = []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n") }), want: "CA data:"},
-		"negative timeout": {opts: with(func(o *Options) { o.HTTPTimeout = -time.Second }), want: "negative"},
-		"negative weight":  {opts: with(func(o *Options) { o.Weight = -1 }), want: "positive weight"},
+		"no URL":                  {opts: with(func(o *Options) { o.URLPrefix = "" }), want: "URL prefix is required"},
+		"http":                    {opts: with(func(o *Options) { o.URLPrefix = "http://e:1/extender" }), want: "must be https"},
+		"no host":                 {opts: with(func(o *Options) { o.URLPrefix = "https:///extender" }), want: "no host"},
+		"query":                   {opts: with(func(o *Options) { o.URLPrefix = "https://e/x?a=b" }), want: "no user, query or fragment"},
+		"unparsable URL":          {opts: with(func(o *Options) { o.URLPrefix = "https://e:port/x" }), want: "extender URL prefix"},
+		"no CA":                   {opts: with(func(o *Options) { o.CAData = nil }), want: "CA (data or file) is required"},
+		"both CAs":                {opts: with(func(o *Options) { o.CAFile = "/ca" }), want: "not both"},
+		"CA not PEM":              {opts: with(func(o *Options) { o.CAData = []byte("hello") }), want: "other than PEM"},
+		"CA is a key":             {opts: with(func(o *Options) { o.CAData = []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n") }), want: `"PRIVATE KEY"`},
+		"CA garbage cert":         {opts: with(func(o *Options) { o.CAData = []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n") }), want: "CA data:"},
+		"negative timeout":        {opts: with(func(o *Options) { o.HTTPTimeout = -time.Second }), want: "negative"},
+		"negative weight":         {opts: with(func(o *Options) { o.Weight = -1 }), want: "positive weight"},
+		"client cert without key": {opts: with(func(o *Options) { o.ClientCertFile = "/c.crt" }), want: "both its file and its key file"},
 	}
 	if _, err := Render(ok); err != nil {
 		t.Fatalf("base options: %v", err)

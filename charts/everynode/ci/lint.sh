@@ -240,6 +240,16 @@ hasnt netpol-open '^      from:$'
 render netpol-external --set networkPolicy.enabled=true --set external.url=https://127.0.0.1:8443
 hasnt netpol-external '^kind: NetworkPolicy$'
 
+# Client certificates: the flag, the ConfigMap, the scheduler's certFile.
+hasnt default 'client-ca-file'
+render clientauth -f "$CHART/ci/clientauth-values.yaml"
+has clientauth '"--client-ca-file=/client-ca/ca.crt"'
+has clientauth '^  name: everynode-client-ca$'
+has clientauth 'certFile: /etc/everynode/client/tls.crt'
+has clientauth 'secretName: scheduler-client'
+refuse clientauth-no-scheduler-secret 'clientAuth.schedulerSecret' -f "$CHART/ci/clientauth-values.yaml" --set clientAuth.schedulerSecret=
+refuse clientauth-base64 'must be PEM' --set clientAuth.caBundle=TUlJQg==
+
 # Every values file under ci/ (chart-testing convention) renders too.
 for f in "$CHART"/ci/*-values.yaml; do
   [[ -e "$f" ]] || continue

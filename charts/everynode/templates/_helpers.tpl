@@ -182,6 +182,9 @@ outside the cluster (external.url), so both always agree.
 {{- end }}
 -v={{ .Values.logLevel }}
 --http2={{ .Values.http2 }}
+{{- if and .Values.clientAuth.caBundle (not .Values.external.url) }}
+--client-ca-file=/client-ca/ca.crt
+{{- end }}
 --max-in-flight={{ .Values.maxInFlight }}
 --shutdown-delay={{ .Values.shutdown.delaySeconds }}s
 --shutdown-drain-timeout={{ .Values.shutdown.drainTimeoutSeconds }}s
@@ -283,6 +286,11 @@ extenders:
       caData: {{ .Values.tls.caBundle | nospace }}
       {{- else }}
       caFile: /etc/everynode/ca/{{ include "everynode.caCertKey" . }}
+      {{- end }}
+      {{- if .Values.clientAuth.caBundle }}
+      # everynode asks for a client certificate (clientAuth.caBundle).
+      certFile: /etc/everynode/client/tls.crt
+      keyFile: /etc/everynode/client/tls.key
       {{- end }}
     httpTimeout: 5s
 {{- end }}
