@@ -66,8 +66,16 @@ demo: tools build ## The newcomer's tour: a local cluster, a DaemonSet, a new no
 bench: tools build ## everynode against the built-in DaemonSet controller (NODES=1000)
 	e2e/hack/bench.sh
 
+.PHONY: fuzz
+fuzz: ## Every fuzz target for FUZZTIME (30s) from its corpus in testdata/fuzz; SAVE=1 keeps what it finds
+	hack/fuzz.sh $(if $(SAVE),--save)
+
+.PHONY: fuzz-brief
+fuzz-brief: ## Every fuzz target for 3 s (part of make check)
+	FUZZTIME=3s hack/fuzz.sh
+
 .PHONY: check
-check: lint verify-generate test chart-lint rules-check e2e ## Everything CI runs
+check: lint verify-generate test fuzz-brief chart-lint rules-check e2e ## Everything CI runs
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached e2e tools)

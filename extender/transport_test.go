@@ -3,6 +3,7 @@ package extender
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -240,4 +242,42 @@ func TestConcurrentRequests(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// The body cap against what kube-scheduler sends at 5,000 nodes with
+// nodeCacheCapable (names only, as schedconfig configures it), for a
+// large daemon pod: every call must fit with room to spare, twice over.
+func TestBodyCapFitsFiveThousandNodes(t *testing.T) {
+	agent := daemonSet("agent", false)
+	pod := daemonPod(agent, "agent-0", "n0", "v1")
+	c := &pod.Spec.Containers[0]
+	for i := 0; i < 200; i++ { // a chatty agent: 200 env vars, 50 mounts
+		c.Env = append(c.Env, corev1.EnvVar{Name: fmt.Sprintf("AGENT_SETTING_NUMBER_%03d", i), Value: strings.Repeat("v", 40)})
+	}
+	for i := 0; i < 50; i++ {
+		name := fmt.Sprintf("host-path-volume-%02d", i)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/agent/" + name}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: "/host/" + name})
+	}
+	// Node names as long as a cloud's longest DNS label allows (63).
+	names := make([]string, 5000)
+	for i := range names {
+		names[i] = fmt.Sprintf("ip-10-%03d-%03d-%03d.eu-central-1.compute.internal-%015d", i/65536, i/256%256, i%256, i)[:63]
+	}
+	args := mustJSON(t, extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names})
+	victims := map[string]*extenderv1.MetaVictims{}
+	for _, n := range names {
+		v := &extenderv1.MetaVictims{NumPDBViolations: 1}
+		for j := 0; j < 10; j++ { // ten victims a node
+			v.Pods = append(v.Pods, &extenderv1.MetaPod{UID: fmt.Sprintf("%08x-0000-4000-8000-%012x", j, len(victims))})
+		}
+		victims[n] = v
+	}
+	preempt := mustJSON(t, extenderv1.ExtenderPreemptionArgs{Pod: pod, NodeNameToMetaVictims: victims})
+	t.Logf("at 5,000 nodes: filter/prioritize %d KiB, preempt with 10 victims a node %d KiB; cap %d KiB", len(args)>>10, len(preempt)>>10, MaxRequestBytes>>10)
+	for name, body := range map[string][]byte{"filter/prioritize": args, "preempt": preempt} {
+		if 2*len(body) > MaxRequestBytes {
+			t.Errorf("%s at 5,000 nodes takes %d bytes; the cap %d leaves less than 2x room", name, len(body), MaxRequestBytes)
+		}
+	}
 }
