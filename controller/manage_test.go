@@ -6,10 +6,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 func taint(key string, effect corev1.TaintEffect) func(*corev1.Node) {
@@ -222,5 +225,37 @@ func TestManagePerNode(t *testing.T) {
 				t.Errorf("deleted %v, want %v", got, wantDelete)
 			}
 		})
+	}
+}
+
+// The controller applies the set's node overrides to the pods it makes,
+// per node, so they hold where no webhook runs; the pin and tolerations
+// stay whatever an override says.
+func TestCreatedPodsCarryNodeOverrides(t *testing.T) {
+	f := newFixture(t)
+	f.add(newNode("node-big", map[string]string{"pool": "big"}), newNode("node-small", nil))
+	ds := newSet("agent")
+	ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{{
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "big"}},
+		Patch:        runtime.RawExtension{Raw: []byte(`{"metadata":{"labels":{"size":"big"}},"spec":{"containers":[{"name":"agent","image":"agent:big"}],"affinity":null}}`)},
+	}}
+	addSetWithRevision(f, ds)
+	f.mustSync(ds)
+	got := map[string]*corev1.Pod{}
+	for _, p := range f.podCreates() {
+		got[p.Annotations[everynodev1alpha1.AnnotationTargetNode]] = p
+	}
+	big, small := got["node-big"], got["node-small"]
+	if big == nil || small == nil {
+		t.Fatalf("created on %v, want node-big and node-small", f.createdNodes())
+	}
+	if img := big.Spec.Containers[0].Image; img != "agent:big" || big.Labels["size"] != "big" {
+		t.Errorf("node-big's pod: image %s, labels %v; want the override's", img, big.Labels)
+	}
+	if img := small.Spec.Containers[0].Image; img != "agent:1" || small.Labels["size"] != "" {
+		t.Errorf("node-small's pod: image %s, labels %v; want the template's", img, small.Labels)
+	}
+	if want := placement.PinToNode(nil, "node-big"); !apiequality.Semantic.DeepEqual(big.Spec.Affinity, want) {
+		t.Errorf("node-big's pod affinity %+v after an override dropping it; want the pin to node-big", big.Spec.Affinity)
 	}
 }

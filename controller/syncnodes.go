@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,7 +62,7 @@ func (c *Controller) createPods(ctx context.Context, ds *everynodev1alpha1.Daemo
 		var wg sync.WaitGroup
 		for _, node := range nodes[pos : pos+size] {
 			wg.Go(func() {
-				err := c.podControl.CreatePod(ctx, ds, placement.NewPod(ds, node, hash))
+				err := c.createPod(ctx, ds, node, hash)
 				if err == nil {
 					return
 				}
@@ -94,6 +95,27 @@ func (c *Controller) createPods(ctx context.Context, ds *everynodev1alpha1.Daemo
 		c.state.createsSucceeded(key, largest, c.burstReplicas)
 	}
 	return nil
+}
+
+// createPod makes the set's pod for node, with the node overrides that
+// match it, and creates it.
+func (c *Controller) createPod(ctx context.Context, ds *everynodev1alpha1.DaemonSet, nodeName, hash string) error {
+	var node *corev1.Node
+	if len(ds.Spec.NodeOverrides) > 0 {
+		n, err := c.nodeLister.Get(nodeName)
+		if err != nil {
+			return fmt.Errorf("node %s for the set's nodeOverrides: %w", nodeName, err)
+		}
+		node = n
+	}
+	pod, err := placement.NewPodFor(ds, node, nodeName, hash)
+	if err != nil {
+		// Validation refuses an override that cannot apply; one that still
+		// fails says so on the set.
+		c.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
+		return err
+	}
+	return c.podControl.CreatePod(ctx, ds, pod)
 }
 
 // deletePods deletes the pods, all at once; keys are their namespace/name.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -782,5 +783,44 @@ func TestNodeReadinessGate(t *testing.T) {
 			return false, "", err
 		}
 		return p.Spec.NodeName == nodes[0], "still pending", nil
+	})
+}
+
+// Node overrides hold where no webhook runs (issue 31): the webhooks skip
+// kube-system by design, so there only the controller can apply a set's
+// overrides, and it does, per node, as it makes each pod.
+func TestNodeOverridesInKubeSystem(t *testing.T) {
+	sel := map[string]string{scenarioLabel: "ksov-" + randSuffix()}
+	nodes := createNodes(t, "ksov", 2, sel)
+	big := nodes[0]
+	node, err := kube.CoreV1().Nodes().Get(ctx(t), big, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels["pool"] = "big"
+	if _, err := kube.CoreV1().Nodes().Update(ctx(t), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	name := "agent-" + randSuffix()
+	ds := simpleSet(metav1.NamespaceSystem, name, sel)
+	ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{{
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "big"}},
+		Patch:        runtime.RawExtension{Raw: []byte(`{"spec":{"containers":[{"name":"agent","image":"registry.example/agent:big"}]}}`)},
+	}}
+	createSet(t, ds)
+	t.Cleanup(func() {
+		_ = everynode.EverynodeV1alpha1().DaemonSets(metav1.NamespaceSystem).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	eventually(t, settle, "a pod on each node, the override on "+big, func() (bool, string, error) {
+		return podsOnNodes(t, metav1.NamespaceSystem, name, nodes, func(p *corev1.Pod) string {
+			want := "registry.example/agent:v1"
+			if p.Spec.NodeName == big {
+				want = "registry.example/agent:big"
+			}
+			if got := p.Spec.Containers[0].Image; got != want {
+				return fmt.Sprintf("image %s, want %s", got, want)
+			}
+			return ""
+		})
 	})
 }

@@ -1,6 +1,9 @@
 package placement
 
 import (
+	"fmt"
+	"strings"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +27,14 @@ func NewControllerRef(ds *everynodev1alpha1.DaemonSet) metav1.OwnerReference {
 // revision hash, the set as controlling owner, and the daemon stamp (Stamp).
 // ds is not modified.
 func NewPod(ds *everynodev1alpha1.DaemonSet, node, hash string) *corev1.Pod {
+	pod := unstampedPod(ds, hash)
+	Stamp(pod, node)
+	return pod
+}
+
+// unstampedPod is the pod of ds's template, owned by ds and labelled with
+// hash, not yet made any node's.
+func unstampedPod(ds *everynodev1alpha1.DaemonSet, hash string) *corev1.Pod {
 	tmpl := ds.Spec.Template.DeepCopy()
 	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
 	pod.Name = ""
@@ -38,8 +49,34 @@ func NewPod(ds *everynodev1alpha1.DaemonSet, node, hash string) *corev1.Pod {
 		pod.Labels = make(map[string]string, 2)
 	}
 	pod.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] = hash
-	Stamp(pod, node)
 	return pod
+}
+
+// NewPodFor is NewPod for node with the set's node overrides that match
+// the node's labels applied, then stamped again so no override can undo
+// the pin or the tolerations. The controller makes every pod this way, so
+// overrides hold in every namespace, webhooks or not. node may be nil for
+// a set without overrides.
+//
+// An override that changes what decides eligibility (OverrideChanges) is
+// an error: the node was chosen from the template's. Validation refuses
+// such an override; where no webhook runs, this refuses the pod.
+func NewPodFor(ds *everynodev1alpha1.DaemonSet, node *corev1.Node, nodeName, hash string) (*corev1.Pod, error) {
+	if len(ds.Spec.NodeOverrides) == 0 {
+		return NewPod(ds, nodeName, hash), nil
+	}
+	if node == nil {
+		return nil, fmt.Errorf("node %q is needed to apply the set's nodeOverrides", nodeName)
+	}
+	pod := unstampedPod(ds, hash)
+	if err := ApplyNodeOverrides(pod, ds.Spec.NodeOverrides, node); err != nil {
+		return nil, err
+	}
+	if changed := OverrideChanges(&ds.Spec.Template.Spec, &pod.Spec); len(changed) > 0 {
+		return nil, fmt.Errorf("the nodeOverrides matching node %s change %s, which decide which nodes run the set: set them in the template", nodeName, strings.Join(changed, ", "))
+	}
+	Stamp(pod, nodeName)
+	return pod, nil
 }
 
 // Stamp makes pod the daemon pod for node, in place: the daemon-pod label

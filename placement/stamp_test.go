@@ -2,10 +2,12 @@ package placement_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -89,5 +91,60 @@ func TestStampRestoresAndIsIdempotent(t *testing.T) {
 	placement.Stamp(pod, "node-1")
 	if !reflect.DeepEqual(pod, want) {
 		t.Fatalf("a second Stamp changed the pod:\ngot  %+v\nwant %+v", pod, want)
+	}
+}
+
+func TestNewPodFor(t *testing.T) {
+	big := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"pool": "big"}}}
+	small := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}
+	withOverride := func(patch string) *everynodev1alpha1.DaemonSet {
+		ds := stampSet("agent")
+		ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "big"}},
+			Patch:        runtime.RawExtension{Raw: []byte(patch)},
+		}}
+		return ds
+	}
+	image := `{"spec":{"containers":[{"name":"agent","image":"agent:big"}]}}`
+	cases := map[string]struct {
+		ds        *everynodev1alpha1.DaemonSet
+		node      *corev1.Node
+		wantImage string
+		wantErr   string
+	}{
+		"no overrides, no node needed":     {ds: stampSet("agent"), wantImage: stampSet("agent").Spec.Template.Spec.Containers[0].Image},
+		"a matching node gets it":          {ds: withOverride(image), node: big, wantImage: "agent:big"},
+		"another node does not":            {ds: withOverride(image), node: small, wantImage: stampSet("agent").Spec.Template.Spec.Containers[0].Image},
+		"the node is needed":               {ds: withOverride(image), wantErr: "is needed to apply"},
+		"a toleration added is refused":    {ds: withOverride(`{"spec":{"tolerations":[{"key":"x","operator":"Exists"}]}}`), node: big, wantErr: "change tolerations"},
+		"a node selector added is refused": {ds: withOverride(`{"spec":{"nodeSelector":{"x":"y"}}}`), node: big, wantErr: "change nodeSelector"},
+		"an override that drops the pin":   {ds: withOverride(`{"spec":{"affinity":null,"containers":[{"name":"agent","image":"agent:big"}]}}`), node: big, wantImage: "agent:big"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			nodeName := "n1"
+			if tc.node != nil {
+				nodeName = tc.node.Name
+			}
+			pod, err := placement.NewPodFor(tc.ds, tc.node, nodeName, "h1")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pod.Spec.Containers[0].Image; got != tc.wantImage {
+				t.Errorf("image %s, want %s", got, tc.wantImage)
+			}
+			// Whatever the override, the pod is its node's.
+			stamped := pod.DeepCopy()
+			placement.Stamp(stamped, nodeName)
+			if !reflect.DeepEqual(stamped, pod) {
+				t.Errorf("the pod is not stamped for %s: %+v", nodeName, pod.Spec.Affinity)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package webhook
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // validateDaemonSet checks a set as upstream validates an apps/v1
@@ -241,10 +243,10 @@ func overrideTemplate(spec *everynodev1alpha1.DaemonSetSpec, i int, patchPath *f
 	if len(raw) == 0 {
 		return nil, field.ErrorList{field.Required(patchPath, "a strategic merge patch of the pod template, such as {\"spec\":{\"containers\":[{\"name\":\"agent\",\"image\":\"agent:arm64\"}]}}")}
 	}
-	if err := checkPatchShape(raw); err != nil {
+	if err := placement.CheckOverridePatch(raw); err != nil {
 		return nil, field.ErrorList{field.Invalid(patchPath, field.OmitValueType{}, err.Error())}
 	}
-	patched, err := applyOverride(&spec.Template, raw, true)
+	patched, err := placement.ApplyOverride(&spec.Template, raw, true)
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(patchPath, field.OmitValueType{}, err.Error())}
 	}
@@ -252,6 +254,15 @@ func overrideTemplate(spec *everynodev1alpha1.DaemonSetSpec, i int, patchPath *f
 	if selector, err := metav1.LabelSelectorAsSelector(spec.Selector); err == nil && spec.Selector != nil && !selector.Matches(labels.Set(patched.Labels)) {
 		errs = append(errs, field.Invalid(patchPath, field.OmitValueType{},
 			fmt.Sprintf("the patched template's labels %v no longer match `selector`: the set would not own its own pods", patched.Labels)))
+	}
+	// Which nodes run the set is decided from the template, by the
+	// controller and the extender alike (placement.Eligibility); an
+	// override applies only on a node already chosen. One that changed
+	// what decides the choice would be ignored there or, worse, make a
+	// pod its own node refuses, so it is refused here.
+	if changed := placement.OverrideChanges(&spec.Template.Spec, &patched.Spec); len(changed) > 0 {
+		errs = append(errs, field.Invalid(patchPath, field.OmitValueType{},
+			fmt.Sprintf("may not change %s: they decide which nodes run the set, from the template, before any override applies; set them in the template", strings.Join(changed, ", "))))
 	}
 	for _, e := range validateTemplateForDaemonSet(patched, field.NewPath("spec", "template")) {
 		errs = append(errs, field.Invalid(patchPath, field.OmitValueType{}, "the patched template is invalid: "+e.Error()))

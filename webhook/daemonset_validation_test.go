@@ -290,6 +290,25 @@ func TestValidateDaemonSet(t *testing.T) {
 			},
 			want: []string{invalid + "spec.nodeOverrides[0].patch"},
 		},
+		"override patch changes the tolerations": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{override(`{"pool":"gpu"}`, `{"spec":{"tolerations":[{"key":"gpu","operator":"Exists"}]}}`)}
+			},
+			want: []string{invalid + "spec.nodeOverrides[0].patch"}, wantText: "may not change tolerations: they decide which nodes run the set",
+		},
+		"override patch changes nodeSelector and node affinity": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{override(`{"pool":"gpu"}`,
+					`{"spec":{"nodeSelector":{"gpu":"yes"},"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"a","operator":"Exists"}]}]}}}}}`)}
+			},
+			want: []string{invalid + "spec.nodeOverrides[0].patch"}, wantText: "may not change nodeSelector, affinity.nodeAffinity",
+		},
+		"override patch may change pod anti-affinity": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{override(`{"pool":"gpu"}`,
+					`{"spec":{"affinity":{"podAntiAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":1,"podAffinityTerm":{"topologyKey":"zone"}}]}}}}`)}
+			},
+		},
 		"override patch breaks the selector": {
 			change: func(ds *everynodev1alpha1.DaemonSet) {
 				ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{override(`{"pool":"arm"}`, `{"metadata":{"labels":{"name":"other"}}}`)}

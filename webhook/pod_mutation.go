@@ -28,7 +28,7 @@ func mutatePod(pod *corev1.Pod, target string, set *everynodev1alpha1.DaemonSet,
 		if node == nil {
 			return fmt.Errorf("node %q is needed to apply the set's nodeOverrides", target)
 		}
-		if err := applyNodeOverrides(pod, set.Spec.NodeOverrides, node); err != nil {
+		if err := placement.ApplyNodeOverrides(pod, set.Spec.NodeOverrides, node); err != nil {
 			return fmt.Errorf("apply node overrides of everynode DaemonSet %s/%s: %w", set.Namespace, set.Name, err)
 		}
 	}
