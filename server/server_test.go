@@ -567,3 +567,46 @@ func TestClientCertificatesRequired(t *testing.T) {
 		t.Errorf("health port answered %d without a client certificate; want 200", code)
 	}
 }
+
+// At twice the cap, as many requests are refused as are served, each
+// refusal at once, and every served one completes.
+func TestInFlightCapAtTwiceTheCap(t *testing.T) {
+	const limit = 8
+	started, release := make(chan struct{}, limit), make(chan struct{})
+	secure, _ := startServer(t, Config{
+		Certificates: &fakeSource{cert: testCert(t)},
+		Parts: []Routes{{"/slow": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			started <- struct{}{}
+			<-release
+			_, _ = w.Write([]byte("finished"))
+		})}},
+		MaxInFlight: limit,
+	})
+	served := make(chan int, limit)
+	for range limit {
+		go func() {
+			code, _, _ := post(secure + "/slow")
+			served <- code
+		}()
+		<-started
+	}
+	var refused int
+	start := time.Now()
+	for range limit {
+		if code, _, err := post(secure + "/slow"); err == nil && code == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	took := time.Since(start)
+	close(release)
+	ok := 0
+	for range limit {
+		if <-served == http.StatusOK {
+			ok++
+		}
+	}
+	t.Logf("at 2x the cap of %d: %d served, %d refused (429) in %v together", limit, ok, refused, took)
+	if refused != limit || ok != limit {
+		t.Errorf("%d served and %d refused, want %d each", ok, refused, limit)
+	}
+}
