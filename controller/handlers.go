@@ -223,6 +223,12 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 	}
 	logger.V(4).Info("Pod updated", "pod", klog.KObj(curPod), "daemonset", klog.KObj(ds))
 	c.enqueueForPod(ds, completed)
+	if ds.Spec.NodeReadinessGate && placement.StartupTaint() != "" && !placement.IsPodReady(oldPod) && placement.IsPodReady(curPod) {
+		// A gated pod turning Ready may free its node of the startup taint.
+		if node, ok := placement.TargetNode(curPod); ok {
+			c.nodeQueue.Add(node)
+		}
+	}
 	if ds.Spec.MinReadySeconds > 0 && !placement.IsPodReady(oldPod) && placement.IsPodReady(curPod) {
 		// Sync again once the pod has been ready long enough to count as
 		// available; the extra second absorbs clock skew (upstream #39785).

@@ -166,5 +166,5 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		}
 		consider(ds)
 	}
-	return nil
+	return c.releaseStartupTaint(ctx, node, candidates)
 }

@@ -91,6 +91,11 @@ func (e *Extender) filterRequest(req request) *extenderv1.ExtenderFilterResult {
 		// Node plumbing (kube-proxy, CNI agents) may be what a gated daemon
 		// waits for to turn Ready: gating it could hold the node forever.
 		out = filterOutcome{passed: names}
+	case placement.StartupTaint() != "":
+		// The startup taint gates the nodes (controller/startup.go): one
+		// gate, so a node the controller released is released for every
+		// scheduler, with or without this extender.
+		out = filterOutcome{passed: names}
 	default:
 		out = filterGated(names, e.gate.gated())
 	}

@@ -24,13 +24,31 @@ var hostNetworkToleration = corev1.Toleration{
 	Key: corev1.TaintNodeNetworkUnavailable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 }
 
+// startupTaint is the key of the startup taint everynode removes from a
+// new node once the pods of every set with nodeReadinessGate are Ready
+// there (controller/startup.go); empty when that mode is off. Every daemon
+// pod tolerates it: daemons are what the node waits for.
+var startupTaint string
+
+// SetStartupTaint turns the startup-taint readiness gate on with key (a
+// NoSchedule taint nodes register with), or off with "". Set once, at
+// start, before any pod is made or node judged: the pods the controller
+// makes, the pod webhook's stamp and eligibility all read it.
+func SetStartupTaint(key string) { startupTaint = key }
+
+// StartupTaint returns the startup taint's key, "" when the gate is off.
+func StartupTaint() string { return startupTaint }
+
 // DaemonTolerations returns the default daemon tolerations for a pod with
 // the given hostNetwork setting, as a new slice.
 func DaemonTolerations(hostNetwork bool) []corev1.Toleration {
-	out := make([]corev1.Toleration, 0, len(daemonTolerations)+1)
+	out := make([]corev1.Toleration, 0, len(daemonTolerations)+2)
 	out = append(out, daemonTolerations...)
 	if hostNetwork {
 		out = append(out, hostNetworkToleration)
+	}
+	if startupTaint != "" {
+		out = append(out, corev1.Toleration{Key: startupTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 	}
 	return out
 }

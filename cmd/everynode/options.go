@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Certificate modes of the HTTPS server.
@@ -32,6 +33,9 @@ type serveOptions struct {
 	// clientCAFile, when set, is the CA bundle client certificates must
 	// chain to on the HTTPS port.
 	clientCAFile string
+	// startupTaint, when set, is the key of the NoSchedule taint new
+	// nodes register with and the controller removes (controller/startup.go).
+	startupTaint string
 
 	shutdownDelay        time.Duration
 	shutdownDrainTimeout time.Duration
@@ -90,6 +94,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.profiling, "profiling", o.profiling, "Serve /debug/pprof on the health address.")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", o.shutdownDelay, "On SIGTERM, how long to keep serving the webhooks and the extender with /readyz failing, before the listeners close: the time endpoints and kube-proxy take to stop routing to this replica. 0: close at once.")
 	fs.DurationVar(&o.shutdownDrainTimeout, "shutdown-drain-timeout", o.shutdownDrainTimeout, "After --shutdown-delay, how long requests already in flight may take to finish before they are cut. 0: cut them at once.")
+	fs.StringVar(&o.startupTaint, "startup-taint", o.startupTaint, "Key of a NoSchedule taint nodes register with (kubelet --register-with-taints, node pool taints): daemon pods tolerate it, and the controller removes it from a node once every set with nodeReadinessGate that runs there has a Ready pod. The readiness gate for clusters whose scheduler cannot call the extender. Empty: off.")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", o.clientCAFile, "PEM CA bundle: when set, every caller of the webhook and extender port must present a client certificate it signed (configure kube-apiserver's webhook kubeconfig and kube-scheduler's extender tlsConfig to send one; README). Read at start.")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "Requests each webhook and extender route serves at once; more get 429 with Retry-After at once (the caller's failure policy applies). 0: no cap.")
 	fs.BoolVar(&o.http2, "http2", o.http2, "Offer HTTP/2 on the HTTPS listener besides HTTP/1.1. kube-apiserver sends concurrent webhook calls over one HTTP/2 connection; over HTTP/1.1 it keeps only 25 idle connections and opens a new TLS connection for every call beyond them.")
@@ -130,6 +135,11 @@ func (o *serveOptions) validate() error {
 	}{{"--shutdown-delay", o.shutdownDelay}, {"--shutdown-drain-timeout", o.shutdownDrainTimeout}} {
 		if d.d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %v", d.flag, d.d))
+		}
+	}
+	if o.startupTaint != "" {
+		if msgs := validation.IsQualifiedName(o.startupTaint); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--startup-taint %q is not a taint key: %s", o.startupTaint, strings.Join(msgs, "; ")))
 		}
 	}
 	if o.maxInFlight < 0 {

@@ -31,6 +31,7 @@ import (
 	versioned "everynode.io/everynode/client/clientset/versioned"
 	everynodeinformers "everynode.io/everynode/client/informers/externalversions"
 	"everynode.io/everynode/controller/pacing"
+	"everynode.io/everynode/placement"
 	"everynode.io/everynode/server"
 )
 
@@ -141,6 +142,9 @@ func newClientsets(config *rest.Config) (kubernetes.Interface, versioned.Interfa
 }
 
 func runServe(ctx context.Context, o *serveOptions) error {
+	// Before anything makes a pod or judges a node: the pods' tolerations
+	// and eligibility read it.
+	placement.SetStartupTaint(o.startupTaint)
 	c, err := newClients(o)
 	if err != nil {
 		return err

@@ -250,6 +250,15 @@ has clientauth 'secretName: scheduler-client'
 refuse clientauth-no-scheduler-secret 'clientAuth.schedulerSecret' -f "$CHART/ci/clientauth-values.yaml" --set clientAuth.schedulerSecret=
 refuse clientauth-base64 'must be PEM' --set clientAuth.caBundle=TUlJQg==
 
+# Startup taint: the flag and nodes update only when set.
+hasnt default 'startup-taint'
+render startup-taint --set startupTaint=everynode.io/agents-not-ready
+has startup-taint '"--startup-taint=everynode.io/agents-not-ready"'
+# The daemonsets rule has the same verbs (rollback): one more line with them.
+count default 1 'verbs: \["get", "list", "watch", "update"\]'
+count startup-taint 2 'verbs: \["get", "list", "watch", "update"\]'
+refuse startup-taint-bad 'startupTaint' --set 'startupTaint=bad key!'
+
 # Every values file under ci/ (chart-testing convention) renders too.
 for f in "$CHART"/ci/*-values.yaml; do
   [[ -e "$f" ]] || continue

@@ -182,6 +182,9 @@ outside the cluster (external.url), so both always agree.
 {{- end }}
 -v={{ .Values.logLevel }}
 --http2={{ .Values.http2 }}
+{{- with .Values.startupTaint }}
+--startup-taint={{ . }}
+{{- end }}
 {{- if and .Values.clientAuth.caBundle (not .Values.external.url) }}
 --client-ca-file=/client-ca/ca.crt
 {{- end }}
