@@ -48,6 +48,14 @@ var setGauges = []struct {
 	{"everynode_daemonset_status_observed_generation",
 		"The set's generation the controller last wrote the status for (status.observedGeneration).",
 		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Status.ObservedGeneration) }},
+	{"everynode_daemonset_status_rollout_stopped",
+		"1 while the set's rollout stands stopped by its failure policy (status.rolloutFailure: paused, or rolling back), else 0.",
+		func(ds *everynodev1alpha1.DaemonSet) float64 {
+			if f := ds.Status.RolloutFailure; f != nil && (f.Revision == ds.Status.UpdateRevision || f.RolledBackTo == ds.Status.UpdateRevision) {
+				return 1
+			}
+			return 0
+		}},
 	{"everynode_daemonset_metadata_generation",
 		"The set's metadata.generation; above observed_generation, the status is not yet for the current spec.",
 		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Generation) }},

@@ -259,14 +259,15 @@ func TestTaints(t *testing.T) {
 // Daemon pods carry exactly one required node affinity term pinning them to
 // their node, and the upstream default daemon tolerations.
 //
-// The controller pins and tolerates the pods it makes itself, so that alone
-// would pass with /mutate/pod doing nothing. What only /mutate/pod does is
-// apply the set's nodeOverrides, then stamp the pod again so no override
-// can undo the pin or the tolerations. So agent has an override for one node
-// that replaces the required node affinity and the tolerations with its own:
-// on that node the override's toleration must be there (else /mutate/pod
-// did not patch the pod) and the pin and the default tolerations too (else
-// it did not stamp after the override).
+// Daemon pods are pinned to their node (the user's required node affinity
+// replaced, the preferred kept) and carry the default daemon tolerations
+// once each (network-unavailable only with hostNetwork), and a node
+// override applies on its node only. The controller makes the pods that
+// way itself (placement.NewPodFor: template, overrides, stamp), so this
+// holds where no webhook runs; /mutate/pod stamps again (a no-op for the
+// controller's pods). An override may no longer change the affinity or
+// tolerations (validation refuses it: TestInvalidSetsAreRefused), so this
+// one sets a label, which must be on that node's pod only.
 func TestPodsArePinnedAndTolerate(t *testing.T) {
 	ns := newNamespace(t)
 	sel := map[string]string{scenarioLabel: "pin-" + randSuffix()}
@@ -282,20 +283,8 @@ func TestPodsArePinnedAndTolerate(t *testing.T) {
 		}}},
 	}}
 	overridden := nodes[1]
-	overrideToleration := corev1.Toleration{Key: "e2e/override", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
-	// The override's affinity still lets the pod run on its node, so a pod
-	// left with it is reported as unpinned rather than as Pending.
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{
-		"tolerations": []corev1.Toleration{overrideToleration},
-		"affinity": map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": corev1.NodeSelector{
-			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-				Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{overridden},
-			}}}},
-		}}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	const overrideLabel = "e2e.everynode.io/override"
+	patch := []byte(`{"metadata":{"labels":{"` + overrideLabel + `":"applied"}}}`)
 	ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{{
 		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelHostname: overridden}},
 		Patch:        runtime.RawExtension{Raw: patch},
@@ -338,9 +327,9 @@ func TestPodsArePinnedAndTolerate(t *testing.T) {
 					return "network-unavailable toleration on a pod without hostNetwork"
 				}
 			}
-			switch overrideApplied := carries(overrideToleration)(p) == ""; {
+			switch overrideApplied := p.Labels[overrideLabel] == "applied"; {
 			case p.Spec.NodeName == overridden && !overrideApplied:
-				return "no " + overrideToleration.Key + " toleration: /mutate/pod did not apply the set's nodeOverride"
+				return "no " + overrideLabel + " label: the set's nodeOverride was not applied"
 			case p.Spec.NodeName != overridden && overrideApplied:
 				return "the nodeOverride for " + overridden + " was applied on another node"
 			}
@@ -381,6 +370,16 @@ func TestInvalidSetsAreRefused(t *testing.T) {
 		"invalid container name": {
 			change:    func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Name = "Not_A_DNS_Label" },
 			wantField: "spec.template.spec.containers[0].name",
+		},
+		// Eligibility is the template's: an override may not change it.
+		"a node override that adds a toleration": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{{
+					NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "gpu"}},
+					Patch:        runtime.RawExtension{Raw: []byte(`{"spec":{"tolerations":[{"key":"gpu","operator":"Exists"}]}}`)},
+				}}
+			},
+			wantField: "spec.nodeOverrides[0].patch",
 		},
 	}
 	for name, tc := range tests {
