@@ -60,10 +60,14 @@ func edits() []edit {
 	const pod = "template.spec."
 	es := []edit{
 		{pod + "restartPolicy", "default", "Always"},
-		// The only value a DaemonSet allows; an enum gives the API server's
-		// error the webhook's exact wording (Unsupported value: "Never":
-		// supported values: "Always"), which a CEL rule cannot.
-		{pod + "restartPolicy", "enum", []any{"Always"}},
+		// The only value a DaemonSet allows. Not an enum, though that would
+		// word the error as the webhook does ("Unsupported value"): the API
+		// server treats an enum violation as blocking, skips every CEL rule
+		// and adds a cause without a field ("some validation rules were not
+		// checked"). A rule on the field itself prints the value as the
+		// webhook does: Invalid value: "Never": supported values: "Always".
+		{pod + "restartPolicy", "x-kubernetes-validations", []any{map[string]any{
+			"rule": "self == 'Always'", "message": `supported values: "Always"`}}},
 		{pod + "dnsPolicy", "default", "ClusterFirst"},
 		{pod + "schedulerName", "default", "default-scheduler"},
 		{pod + "terminationGracePeriodSeconds", "default", 30},

@@ -46,10 +46,10 @@ type DaemonSet struct {
 // The x-kubernetes-validations below are the rules of upstream
 // ValidateDaemonSetSpec that CEL can check, with the field paths and
 // messages of webhook/daemonset_validation.go, so they hold where no
-// webhook runs (kube-system, an outage). The API server reports them as
-// Invalid (or Forbidden, Required) with the schema type ("object") as the
-// value where the webhook prints the value itself; webhook/crd_test.go
-// holds the two side by side. The selector rules ignore a selector that
+// webhook runs (kube-system, an outage). Being rules on the spec object,
+// the API server reports them with no value ("Invalid value: <message>")
+// where the webhook prints the value; webhook/crd_test.go holds the two
+// side by side. The selector rules ignore a selector that
 // LabelSelectorAsSelector would refuse (bad operator, In without values):
 // the webhook reports those.
 //
