@@ -83,6 +83,11 @@ type Config struct {
 	// BurstReplicas caps creations and deletions per sync; 0 means
 	// BurstReplicas.
 	BurstReplicas int
+	// WebhookSkippedNamespaces are the namespaces the everynode webhooks'
+	// namespaceSelector leaves out (the chart passes its list). A set
+	// there that uses a feature only a webhook provides gets the
+	// WebhooksSkipped condition and a Warning event.
+	WebhookSkippedNamespaces []string
 }
 
 func (c *Config) validate() error {
@@ -138,6 +143,8 @@ type Controller struct {
 	failedBackoff *flowcontrol.Backoff
 	clock         clock.WithTicker
 	burstReplicas int
+	// webhookSkipped holds Config.WebhookSkippedNamespaces.
+	webhookSkipped map[string]bool
 
 	// syncHandler is sync, replaceable in tests of the queue plumbing.
 	syncHandler func(ctx context.Context, key cache.ObjectName) error
@@ -186,9 +193,13 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		),
 		pacer: pacing.NewPacer(cfg.Budget, clk),
 		// "Fake" only means "with this clock": the real one in production.
-		failedBackoff: flowcontrol.NewFakeBackOff(failedPodBackoffInitial, failedPodBackoffMax, clk),
-		clock:         clk,
-		burstReplicas: burst,
+		failedBackoff:  flowcontrol.NewFakeBackOff(failedPodBackoffInitial, failedPodBackoffMax, clk),
+		clock:          clk,
+		burstReplicas:  burst,
+		webhookSkipped: make(map[string]bool, len(cfg.WebhookSkippedNamespaces)),
+	}
+	for _, ns := range cfg.WebhookSkippedNamespaces {
+		c.webhookSkipped[ns] = true
 	}
 	c.state = newSetStates(clk, c.pacer)
 	if cfg.Budget != nil {

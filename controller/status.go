@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -316,6 +317,7 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, revisions map
 	}
 
 	status, nextAvailable, atRest := computeStatus(v, pol, revisions, observe)
+	warnSkipped := setWebhooksSkipped(&status, ds, c.webhookSkipped[ds.Namespace], metav1.NewTime(v.now))
 	if atRest {
 		// Whatever creates the set needs next (a node joining, a new
 		// revision) starts a new wave, at one pod.
@@ -348,7 +350,37 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, revisions map
 		return fmt.Errorf("update status of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
 	c.state.wrote(ds, written, v.now)
+	if warnSkipped != nil && meta.FindStatusCondition(ds.Status.Conditions, everynodev1alpha1.ConditionWebhooksSkipped) == nil {
+		// Once, when the condition appears, not on every write.
+		c.recorder.Event(ds, corev1.EventTypeWarning, warnSkipped.Reason, warnSkipped.Message)
+	}
 	klog.FromContext(ctx).V(4).Info("Updated DaemonSet status", "daemonset", klog.KObj(ds),
 		"desired", status.DesiredNumberScheduled, "available", status.NumberAvailable, "updated", status.UpdatedNumberScheduled)
 	return nil
+}
+
+// setWebhooksSkipped sets or removes the WebhooksSkipped condition in st:
+// True when the set's namespace is one the webhooks skip (skipped) and the
+// set uses a feature only a webhook provides. The pod webhook does two
+// things the controller does not: it applies spec.nodeOverrides, and it
+// sets --scheduler-name, which is the operator's choice for every set,
+// not a feature of this one, so only overrides count. It returns the
+// condition when set.
+func setWebhooksSkipped(st *everynodev1alpha1.DaemonSetStatus, ds *everynodev1alpha1.DaemonSet, skipped bool, now metav1.Time) *metav1.Condition {
+	if !skipped || len(ds.Spec.NodeOverrides) == 0 {
+		meta.RemoveStatusCondition(&st.Conditions, everynodev1alpha1.ConditionWebhooksSkipped)
+		return nil
+	}
+	c := metav1.Condition{
+		Type:               everynodev1alpha1.ConditionWebhooksSkipped,
+		Status:             metav1.ConditionTrue,
+		ObservedGeneration: st.ObservedGeneration,
+		LastTransitionTime: now,
+		Reason:             everynodev1alpha1.ReasonNodeOverridesIgnored,
+		Message: fmt.Sprintf("spec.nodeOverrides (%d) do not apply to this set's pods: the everynode pod webhook applies them, "+
+			"and the webhooks skip namespace %s so that an everynode outage cannot block it; move the set to another namespace to use them",
+			len(ds.Spec.NodeOverrides), ds.Namespace),
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+	return &c
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -312,5 +313,72 @@ func TestNodesExcludedCondition(t *testing.T) {
 	f.mustSync(ds)
 	if c := meta.FindStatusCondition(f.set(ds).Status.Conditions, everynodev1alpha1.ConditionNodesExcluded); c != nil {
 		t.Errorf("NodesExcluded %s %q after the taints went; want no condition", c.Status, c.Message)
+	}
+}
+
+// A set in a namespace the webhooks skip that has nodeOverrides gets the
+// WebhooksSkipped condition and one Warning event; the same set elsewhere,
+// or without overrides, gets neither, and the condition goes with the
+// overrides.
+func TestWebhooksSkippedCondition(t *testing.T) {
+	overrides := []everynodev1alpha1.NodeOverride{{
+		NodeSelector: &metav1.LabelSelector{},
+		Patch:        runtime.RawExtension{Raw: []byte(`{"spec":{"containers":[{"name":"agent","image":"agent:arm64"}]}}`)},
+	}}
+	tests := map[string]struct {
+		skipped   []string
+		overrides []everynodev1alpha1.NodeOverride
+		want      bool
+	}{
+		"skipped namespace, overrides": {skipped: []string{"kube-system", ns}, overrides: overrides, want: true},
+		"skipped namespace, none":      {skipped: []string{ns}},
+		"served namespace, overrides":  {skipped: []string{"kube-system"}, overrides: overrides},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			for _, n := range tc.skipped {
+				f.c.webhookSkipped[n] = true
+			}
+			addNodes(f, 2)
+			ds := newSet("agent")
+			ds.Spec.NodeOverrides = tc.overrides
+			f.add(ds)
+			f.mustSync(ds)
+			f.syncCaches()
+			f.mustSync(ds)
+			c := meta.FindStatusCondition(f.set(ds).Status.Conditions, everynodev1alpha1.ConditionWebhooksSkipped)
+			var warnings []string
+			for _, e := range f.events() {
+				if strings.HasPrefix(e, "Warning "+everynodev1alpha1.ReasonNodeOverridesIgnored) {
+					warnings = append(warnings, e)
+				}
+			}
+			if !tc.want {
+				if c != nil || len(warnings) > 0 {
+					t.Errorf("condition %+v, events %q; want none", c, warnings)
+				}
+				return
+			}
+			wantMsg := "spec.nodeOverrides (1) do not apply to this set's pods: the everynode pod webhook applies them, " +
+				"and the webhooks skip namespace default so that an everynode outage cannot block it; move the set to another namespace to use them"
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != everynodev1alpha1.ReasonNodeOverridesIgnored || c.Message != wantMsg {
+				t.Fatalf("condition %+v, want True/%s %q", c, everynodev1alpha1.ReasonNodeOverridesIgnored, wantMsg)
+			}
+			if len(warnings) != 1 || warnings[0] != "Warning NodeOverridesIgnored "+wantMsg {
+				t.Errorf("events %q, want one Warning %s", warnings, everynodev1alpha1.ReasonNodeOverridesIgnored)
+			}
+
+			// The overrides go: so does the condition.
+			ds = f.set(ds)
+			ds.Spec.NodeOverrides = nil
+			ds.Generation++
+			f.update(ds)
+			f.syncCaches()
+			f.mustSync(ds)
+			if c := meta.FindStatusCondition(f.set(ds).Status.Conditions, everynodev1alpha1.ConditionWebhooksSkipped); c != nil {
+				t.Errorf("WebhooksSkipped %+v after the overrides went; want none", c)
+			}
+		})
 	}
 }

@@ -29,12 +29,12 @@ func TestChartServerSideDryRun(t *testing.T) {
 	}
 	caBundle := base64.StdEncoding.EncodeToString(ca)
 	variants := map[string][]string{
-		"default: self-signed, 2 replicas, PDB":   nil,
-		"one replica, no PDB":                     {"--set", "replicaCount=1"},
-		"cert-manager":                            {"--set", "certManager.enabled=true"},
-		"own Secret and CA bundle":                {"--set", "tls.existingSecret=my-tls", "--set", "tls.caBundle=" + caBundle},
-		"second scheduler":                        {"--set", "scheduler.enabled=true"},
-		"admission policy in excluded namespaces": {"--set", "webhooks.denyInExcludedNamespaces=true"},
+		"default: self-signed, 2 replicas, PDB": nil,
+		"one replica, no PDB":                   {"--set", "replicaCount=1"},
+		"cert-manager":                          {"--set", "certManager.enabled=true"},
+		"own Secret and CA bundle":              {"--set", "tls.existingSecret=my-tls", "--set", "tls.caBundle=" + caBundle},
+		"second scheduler":                      {"--set", "scheduler.enabled=true"},
+		"more namespaces the webhooks skip":     {"--set", "webhooks.excludeNamespaces={infra}"},
 		"NetworkPolicy": {"--set", "networkPolicy.enabled=true",
 			"--set-json", `networkPolicy.https.from=[{"ipBlock":{"cidr":"10.0.0.0/8"}}]`,
 			"--set-json", `networkPolicy.metrics.from=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]`},

@@ -39,3 +39,8 @@ echo "informer-gen"
 # deleting every user's DaemonSets.
 echo "controller-gen crd"
 "${TOOL[@]}" controller-gen crd:generateEmbeddedObjectMeta=true paths="$API_PKG" output:crd:dir=charts/everynode/crds
+# controller-gen takes markers only from our own types: the defaults of the
+# pod template's upstream fields and the size bounds the CEL rules need are
+# written in afterwards (see hack/crdschema).
+echo "crdschema"
+go run ./hack/crdschema charts/everynode/crds/everynode.io_daemonsets.yaml

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 func TestServeFlagErrorsAreUsageErrors(t *testing.T) {
@@ -57,5 +59,28 @@ func TestServeValidOptions(t *testing.T) {
 	o.shutdownDelay, o.shutdownDrainTimeout = 0, 0
 	if err := o.validate(); err != nil {
 		t.Fatalf("zero shutdown delay and drain timeout rejected: %v", err)
+	}
+}
+
+func TestSkippedNamespaces(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"default: the chart's fixed list": {args: []string{"--namespace=everynode-system"}, want: "kube-system,kube-node-lease,everynode-system"},
+		"given":                           {args: []string{"--namespace=x", "--webhook-skipped-namespaces=kube-system,infra"}, want: "kube-system,infra"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o := defaultServeOptions()
+			fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+			o.addFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(o.skippedNamespaces(), ","); got != tc.want {
+				t.Errorf("skippedNamespaces() = %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

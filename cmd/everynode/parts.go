@@ -56,10 +56,13 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 			Client:      cfg.clients.controllerEverynode,
 			Budget:      cfg.clients.budget,
 			EventClient: cfg.clients.controllerEvents,
-			DaemonSets:  setInformer,
-			Pods:        podInformer,
-			Nodes:       nodeInformer,
-			Revisions:   revisionInformer,
+			// The chart's list, so the controller warns where the
+			// webhooks do not run.
+			WebhookSkippedNamespaces: cfg.opts.skippedNamespaces(),
+			DaemonSets:               setInformer,
+			Pods:                     podInformer,
+			Nodes:                    nodeInformer,
+			Revisions:                revisionInformer,
 		})
 	}
 	// One now, so that a wiring error stops serve at start, and so its

@@ -42,6 +42,22 @@ type DaemonSet struct {
 
 // DaemonSetSpec is the specification of a daemon set: the fields of apps/v1
 // DaemonSetSpec, then everynode's own.
+//
+// The x-kubernetes-validations below are the rules of upstream
+// ValidateDaemonSetSpec that CEL can check, with the field paths and
+// messages of webhook/daemonset_validation.go, so they hold where no
+// webhook runs (kube-system, an outage). Being rules on the spec object,
+// the API server reports them with no value ("Invalid value: <message>")
+// where the webhook prints the value; webhook/crd_test.go holds the two
+// side by side. The selector rules ignore a selector that
+// LabelSelectorAsSelector would refuse (bad operator, In without values):
+// the webhook reports those.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.selector) == has(oldSelf.selector) && (!has(self.selector) || self.selector == oldSelf.selector)",message="field is immutable",fieldPath=".selector"
+// +kubebuilder:validation:XValidation:rule="!has(self.selector) || (has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || (has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)",message="empty selector is invalid for daemonset",fieldPath=".selector"
+// +kubebuilder:validation:XValidation:rule="!has(self.selector) || (has(self.selector.matchExpressions) && !self.selector.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? has(e.values) && size(e.values) > 0 : e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0))) || ((!has(self.selector.matchLabels) || self.selector.matchLabels.all(k, has(self.template.metadata) && has(self.template.metadata.labels) && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k])) && (!has(self.selector.matchExpressions) || self.selector.matchExpressions.all(e, (has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels) ? (e.operator == 'In' ? self.template.metadata.labels[e.key] in e.values : e.operator == 'NotIn' ? !(self.template.metadata.labels[e.key] in e.values) : e.operator == 'Exists') : e.operator in ['NotIn', 'DoesNotExist'])))",message="`selector` does not match template `labels`",fieldPath=".template.metadata.labels"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || !has(self.template.spec.activeDeadlineSeconds)",message="activeDeadlineSeconds in DaemonSet is not Supported",fieldPath=".template.spec.activeDeadlineSeconds",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || self.progressDeadlineSeconds <= 0 || self.progressDeadlineSeconds > (has(self.minReadySeconds) ? self.minReadySeconds : 0)",message="must be greater than minReadySeconds",fieldPath=".progressDeadlineSeconds"
 type DaemonSetSpec struct {
 	// A label query over pods that are managed by the daemon set.
 	// Must match in order to be controlled.
@@ -58,6 +74,7 @@ type DaemonSetSpec struct {
 
 	// An update strategy to replace existing DaemonSet pods with new pods.
 	// +optional
+	// +kubebuilder:default={type: RollingUpdate, rollingUpdate: {maxUnavailable: 1, maxSurge: 0}}
 	UpdateStrategy DaemonSetUpdateStrategy `json:"updateStrategy,omitempty"`
 
 	// The minimum number of seconds for which a newly created DaemonSet pod should
@@ -65,6 +82,7 @@ type DaemonSetSpec struct {
 	// available. Defaults to 0 (pod will be considered available as soon as it
 	// is ready).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="must be greater than or equal to 0"
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
 
 	// ProgressDeadlineSeconds is how long a rollout may go without progress
@@ -75,13 +93,15 @@ type DaemonSetSpec struct {
 	// rollingUpdate.onFailure counts it as failing. Defaults to 600, as for
 	// Deployments. The rollout itself goes on unless onFailure is set.
 	// +optional
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self > 0",message="must be greater than 0"
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 
 	// The number of old history to retain to allow rollback.
 	// This is a pointer to distinguish between explicit zero and not specified.
 	// Defaults to 10.
 	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="must be greater than or equal to 0"
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 
 	// NodeOverrides change the pod made for a node that matches an entry's
@@ -119,9 +139,18 @@ type NodeOverride struct {
 // DaemonSetUpdateStrategy indicates the strategy that the DaemonSet
 // controller will use to perform updates. It includes any additional
 // parameters necessary to perform the update for the indicated strategy.
+//
+// The type rule is upstream's NotSupported error on spec.updateStrategy,
+// reported as Invalid. A RollingUpdate strategy without rollingUpdate is
+// not refused, unlike upstream (whose defaulting never lets it reach
+// validation): no schema default can depend on type, and readers take the
+// absent values from package placement.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type in ['RollingUpdate', 'OnDelete']",message="supported values: \"RollingUpdate\", \"OnDelete\""
 type DaemonSetUpdateStrategy struct {
 	// Type of daemon set update. Can be "RollingUpdate" or "OnDelete". Default is RollingUpdate.
 	// +optional
+	// +kubebuilder:default=RollingUpdate
 	Type appsv1.DaemonSetUpdateStrategyType `json:"type,omitempty"`
 
 	// Rolling update config params. Present only if type = "RollingUpdate".
@@ -131,6 +160,13 @@ type DaemonSetUpdateStrategy struct {
 
 // RollingUpdateDaemonSet is the spec to control the desired behavior of a
 // daemon set rolling update: the fields of apps/v1, then everynode's own.
+//
+// A value is non-zero as upstream's getIntOrPercentValue reads it: a
+// percent by its number, any other string by strconv.Atoi (0 when that
+// fails).
+//
+// +kubebuilder:validation:XValidation:rule="!((has(self.maxUnavailable) && (type(self.maxUnavailable) == int ? self.maxUnavailable != 0 : self.maxUnavailable.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$'))) && (has(self.maxSurge) && (type(self.maxSurge) == int ? self.maxSurge != 0 : self.maxSurge.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$'))))",message="may not be set when maxUnavailable is non-zero",fieldPath=".maxSurge"
+// +kubebuilder:validation:XValidation:rule="(has(self.maxUnavailable) && (type(self.maxUnavailable) == int ? self.maxUnavailable != 0 : self.maxUnavailable.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$'))) || (has(self.maxSurge) && (type(self.maxSurge) == int ? self.maxSurge != 0 : self.maxSurge.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$')))",message="cannot be 0 when maxSurge is 0",fieldPath=".maxUnavailable",reason="FieldValueRequired"
 type RollingUpdateDaemonSet struct {
 	// The maximum number of DaemonSet pods that can be unavailable during the
 	// update. Value can be an absolute number (ex: 5) or a percentage of total
@@ -140,6 +176,9 @@ type RollingUpdateDaemonSet struct {
 	// Default value is 1.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",messageExpression="type(self) == int ? \"must be greater than or equal to 0\" : \"a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')\""
+	// +kubebuilder:validation:XValidation:rule="type(self) == int || !self.matches('^[0-9]+%$') || self.matches('^0*([0-9]{1,2}|100)%$')",message="must not be greater than 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
 	// The maximum number of nodes with an existing available DaemonSet pod that
@@ -150,6 +189,9 @@ type RollingUpdateDaemonSet struct {
 	// Default value is 0.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",messageExpression="type(self) == int ? \"must be greater than or equal to 0\" : \"a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')\""
+	// +kubebuilder:validation:XValidation:rule="type(self) == int || !self.matches('^[0-9]+%$') || self.matches('^0*([0-9]{1,2}|100)%$')",message="must not be greater than 100%"
 	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
 
 	// Partition keeps that many eligible nodes (an absolute number, or a
@@ -158,6 +200,8 @@ type RollingUpdateDaemonSet struct {
 	// from the end, so the choice is stable. Default 0: update every node.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",messageExpression="type(self) == int ? \"must be greater than or equal to 0\" : \"a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')\""
+	// +kubebuilder:validation:XValidation:rule="type(self) == int || !self.matches('^[0-9]+%$') || self.matches('^0*([0-9]{1,2}|100)%$')",message="must not be greater than 100%"
 	Partition *intstr.IntOrString `json:"partition,omitempty"`
 
 	// NodeSelector, when set, limits the update to nodes whose labels match
@@ -202,25 +246,29 @@ type RolloutFailurePolicy struct {
 	// Action is Pause (the default) or Rollback.
 	// +optional
 	// +kubebuilder:validation:Enum=Pause;Rollback
+	// +kubebuilder:default=Pause
 	Action RolloutFailureAction `json:"action,omitempty"`
 
 	// FailedPods is how many failing pods of the update revision stop the
 	// rollout. Defaults to 1.
 	// +optional
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="must be at least 1"
 	FailedPods *int32 `json:"failedPods,omitempty"`
 
 	// MaxRestarts is how many container restarts an updated pod may have
 	// within restartWindowSeconds of its creation before it counts as
 	// failing. Defaults to 3.
 	// +optional
-	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="must be greater than or equal to 0"
 	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
 
 	// RestartWindowSeconds bounds the restarts maxRestarts counts: restarts
 	// of a pod older than this no longer make it fail. Defaults to 600.
 	// +optional
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="must be at least 1"
 	RestartWindowSeconds *int32 `json:"restartWindowSeconds,omitempty"`
 }
 

@@ -47,6 +47,13 @@ const (
 	// message counts them per taint. It is absent when there are none
 	// (nodes the selector leaves out are the user's choice, not news).
 	ConditionNodesExcluded = "NodesExcluded"
+	// ConditionWebhooksSkipped is True when the set lives in a namespace
+	// the everynode webhooks skip (kube-system, kube-node-lease,
+	// everynode's own: an outage must never block them) and uses a
+	// feature only a webhook provides; its reason says which, its message
+	// what does not apply. It is absent otherwise. The CRD's schema
+	// defaults and CEL rules hold there all the same.
+	ConditionWebhooksSkipped = "WebhooksSkipped"
 )
 
 // Reasons of the Progressing and Available conditions. They are API: users,
@@ -79,6 +86,10 @@ const (
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 	// ReasonUntoleratedTaints: NodesExcluded is True.
 	ReasonUntoleratedTaints = "UntoleratedTaints"
+	// ReasonNodeOverridesIgnored: WebhooksSkipped is True because the set
+	// has spec.nodeOverrides, which the pod webhook applies; also the
+	// reason of the Warning event recorded when the condition appears.
+	ReasonNodeOverridesIgnored = "NodeOverridesIgnored"
 
 	// Reasons of a condition that is False (or of a rollout that waits),
 	// from the most to the least telling.

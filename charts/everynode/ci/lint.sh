@@ -86,15 +86,18 @@ count default 5 '^        port: 443$'
 has default 'reinvocationPolicy: IfNeeded'
 has default 'resourceNames: \["everynode-ca"\]'
 hasnt default '^kind: ValidatingAdmissionPolicy$'
+# The controller knows the namespaces the webhooks skip, to warn about sets
+# there whose nodeOverrides cannot apply.
+has default '"--webhook-skipped-namespaces=kube-system,kube-node-lease,everynode-system"$'
 hasnt default 'caBundle:'
 hasnt default 'cert-manager.io'
 hasnt default 'kube-scheduler'
 hasnt default '"--scheduler-name'
 hasnt default 'resources: \["pods/binding"\]'
 
-render vap --set webhooks.denyInExcludedNamespaces=true
-has vap '^kind: ValidatingAdmissionPolicy$'
-has vap '^kind: ValidatingAdmissionPolicyBinding$'
+render skipped --set 'webhooks.excludeNamespaces={infra}'
+has skipped '"--webhook-skipped-namespaces=kube-system,kube-node-lease,everynode-system,infra"$'
+count skipped 5 '^          values: \["kube-system","kube-node-lease","everynode-system","infra"\]$'
 
 render external-ca --set external.url=https://127.0.0.1:8443 --set tls.caBundle=LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=
 count external-ca 5 'caBundle: LS0t'

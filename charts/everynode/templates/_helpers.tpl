@@ -165,6 +165,7 @@ outside the cluster (external.url), so both always agree.
 --leader-elect-retry-period={{ .Values.leaderElection.retryPeriod }}
 --controller-username={{ include "everynode.controllerUsername" . }}
 --controller-workers={{ .Values.controller.workers }}
+--webhook-skipped-namespaces={{ include "everynode.excludedNamespaces" . | fromJsonArray | join "," }}
 --kube-api-qps={{ .Values.kubeAPI.qps }}
 --kube-api-burst={{ .Values.kubeAPI.burst }}
 {{- if eq $mode "self-signed" }}
