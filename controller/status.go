@@ -361,11 +361,15 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, revisions map
 
 // setWebhooksSkipped sets or removes the WebhooksSkipped condition in st:
 // True when the set's namespace is one the webhooks skip (skipped) and the
-// set uses a feature only a webhook provides. The pod webhook does two
-// things the controller does not: it applies spec.nodeOverrides, and it
-// sets --scheduler-name, which is the operator's choice for every set,
-// not a feature of this one, so only overrides count. It returns the
-// condition when set.
+// set uses a feature whose checks only a webhook makes. The CRD's schema
+// defaults and CEL rules hold everywhere, and the controller pins,
+// tolerates and applies nodeOverrides itself; what is left is checking a
+// node override's patch (a strategic merge patch: no CEL rule can apply
+// one), so an override there that does not apply, or that would change
+// eligibility, is refused per pod (FailedCreate) instead of when the set
+// is stored. (The pod webhook's --scheduler-name is the operator's choice
+// for every set, not a feature of this one.) It returns the condition
+// when set.
 func setWebhooksSkipped(st *everynodev1alpha1.DaemonSetStatus, ds *everynodev1alpha1.DaemonSet, skipped bool, now metav1.Time) *metav1.Condition {
 	if !skipped || len(ds.Spec.NodeOverrides) == 0 {
 		meta.RemoveStatusCondition(&st.Conditions, everynodev1alpha1.ConditionWebhooksSkipped)
@@ -376,9 +380,10 @@ func setWebhooksSkipped(st *everynodev1alpha1.DaemonSetStatus, ds *everynodev1al
 		Status:             metav1.ConditionTrue,
 		ObservedGeneration: st.ObservedGeneration,
 		LastTransitionTime: now,
-		Reason:             everynodev1alpha1.ReasonNodeOverridesIgnored,
-		Message: fmt.Sprintf("spec.nodeOverrides (%d) do not apply to this set's pods: the everynode pod webhook applies them, "+
-			"and the webhooks skip namespace %s so that an everynode outage cannot block it; move the set to another namespace to use them",
+		Reason:             everynodev1alpha1.ReasonNodeOverridesUnchecked,
+		Message: fmt.Sprintf("spec.nodeOverrides (%d) are applied but were not checked when the set was stored: the everynode webhooks skip namespace %s "+
+			"so that an everynode outage cannot block it; an override that does not apply, or that changes tolerations, nodeSelector or node affinity, "+
+			"fails each pod create (FailedCreate events) instead of the set's update; move the set to another namespace to have them checked",
 			len(ds.Spec.NodeOverrides), ds.Namespace),
 	}
 	meta.SetStatusCondition(&st.Conditions, c)

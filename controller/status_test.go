@@ -350,7 +350,7 @@ func TestWebhooksSkippedCondition(t *testing.T) {
 			c := meta.FindStatusCondition(f.set(ds).Status.Conditions, everynodev1alpha1.ConditionWebhooksSkipped)
 			var warnings []string
 			for _, e := range f.events() {
-				if strings.HasPrefix(e, "Warning "+everynodev1alpha1.ReasonNodeOverridesIgnored) {
+				if strings.HasPrefix(e, "Warning "+everynodev1alpha1.ReasonNodeOverridesUnchecked) {
 					warnings = append(warnings, e)
 				}
 			}
@@ -360,13 +360,14 @@ func TestWebhooksSkippedCondition(t *testing.T) {
 				}
 				return
 			}
-			wantMsg := "spec.nodeOverrides (1) do not apply to this set's pods: the everynode pod webhook applies them, " +
-				"and the webhooks skip namespace default so that an everynode outage cannot block it; move the set to another namespace to use them"
-			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != everynodev1alpha1.ReasonNodeOverridesIgnored || c.Message != wantMsg {
-				t.Fatalf("condition %+v, want True/%s %q", c, everynodev1alpha1.ReasonNodeOverridesIgnored, wantMsg)
+			wantMsg := "spec.nodeOverrides (1) are applied but were not checked when the set was stored: the everynode webhooks skip namespace default " +
+				"so that an everynode outage cannot block it; an override that does not apply, or that changes tolerations, nodeSelector or node affinity, " +
+				"fails each pod create (FailedCreate events) instead of the set's update; move the set to another namespace to have them checked"
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != everynodev1alpha1.ReasonNodeOverridesUnchecked || c.Message != wantMsg {
+				t.Fatalf("condition %+v, want True/%s %q", c, everynodev1alpha1.ReasonNodeOverridesUnchecked, wantMsg)
 			}
-			if len(warnings) != 1 || warnings[0] != "Warning NodeOverridesIgnored "+wantMsg {
-				t.Errorf("events %q, want one Warning %s", warnings, everynodev1alpha1.ReasonNodeOverridesIgnored)
+			if len(warnings) != 1 || warnings[0] != "Warning NodeOverridesUnchecked "+wantMsg {
+				t.Errorf("events %q, want one Warning %s", warnings, everynodev1alpha1.ReasonNodeOverridesUnchecked)
 			}
 
 			// The overrides go: so does the condition.

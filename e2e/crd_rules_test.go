@@ -187,7 +187,7 @@ func specOf(t *testing.T, u *unstructured.Unstructured) map[string]any {
 }
 
 // A set with nodeOverrides in kube-system is stored (the CRD validates
-// it), and the controller says the overrides do not apply there: the
+// it), and the controller says its overrides were not checked there: the
 // WebhooksSkipped condition and a Warning event.
 func TestWebhooksSkippedWarning(t *testing.T) {
 	const ns = "kube-system"
@@ -205,16 +205,16 @@ func TestWebhooksSkippedWarning(t *testing.T) {
 		if c == nil {
 			return false, "no condition", nil
 		}
-		return c.Status == metav1.ConditionTrue && c.Reason == everynodev1alpha1.ReasonNodeOverridesIgnored &&
-			strings.Contains(c.Message, "do not apply"), c.Reason + ": " + c.Message, nil
+		return c.Status == metav1.ConditionTrue && c.Reason == everynodev1alpha1.ReasonNodeOverridesUnchecked &&
+			strings.Contains(c.Message, "not checked when the set was stored"), c.Reason + ": " + c.Message, nil
 	})
-	eventually(t, settle, "a Warning event "+everynodev1alpha1.ReasonNodeOverridesIgnored, func() (bool, string, error) {
+	eventually(t, settle, "a Warning event "+everynodev1alpha1.ReasonNodeOverridesUnchecked, func() (bool, string, error) {
 		events, err := kube.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.name=" + ds.Name})
 		if err != nil {
 			return false, "", err
 		}
 		for _, e := range events.Items {
-			if e.Type == "Warning" && e.Reason == everynodev1alpha1.ReasonNodeOverridesIgnored {
+			if e.Type == "Warning" && e.Reason == everynodev1alpha1.ReasonNodeOverridesUnchecked {
 				return true, e.Message, nil
 			}
 		}

@@ -117,7 +117,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", o.retryPeriod, "Wait between tries to acquire or renew the Lease.")
 	fs.IntVar(&o.controllerWorkers, "controller-workers", o.controllerWorkers, "DaemonSets synced in parallel.")
 	fs.StringVar(&o.controllerUsername, "controller-username", o.controllerUsername, "The only identity allowed to create daemon pods (e.g. system:serviceaccount:everynode-system:everynode). Empty: everynode's own identity, asked of the API server at start.")
-	fs.StringSliceVar(&o.webhookSkippedNamespaces, "webhook-skipped-namespaces", o.webhookSkippedNamespaces, "Namespaces the everynode webhooks' namespaceSelector leaves out (the chart passes its list). A set there with nodeOverrides, which only the pod webhook applies, gets the WebhooksSkipped condition and a Warning event. Default: kube-system, kube-node-lease and --namespace.")
+	fs.StringSliceVar(&o.webhookSkippedNamespaces, "webhook-skipped-namespaces", o.webhookSkippedNamespaces, "Namespaces the everynode webhooks' namespaceSelector leaves out (the chart passes its list). A set there with nodeOverrides, which only the set webhook checks, gets the WebhooksSkipped condition and a Warning event. Default: kube-system, kube-node-lease and --namespace.")
 	fs.StringVar(&o.schedulerName, "scheduler-name", o.schedulerName, "If set, daemon pods are given this schedulerName (a second kube-scheduler configured with the everynode extender).")
 }
 

@@ -50,8 +50,8 @@ const (
 	// ConditionWebhooksSkipped is True when the set lives in a namespace
 	// the everynode webhooks skip (kube-system, kube-node-lease,
 	// everynode's own: an outage must never block them) and uses a
-	// feature only a webhook provides; its reason says which, its message
-	// what does not apply. It is absent otherwise. The CRD's schema
+	// feature whose checks only a webhook makes; its reason says which, its
+	// message what that means. It is absent otherwise. The CRD's schema
 	// defaults and CEL rules hold there all the same.
 	ConditionWebhooksSkipped = "WebhooksSkipped"
 )
@@ -86,10 +86,12 @@ const (
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 	// ReasonUntoleratedTaints: NodesExcluded is True.
 	ReasonUntoleratedTaints = "UntoleratedTaints"
-	// ReasonNodeOverridesIgnored: WebhooksSkipped is True because the set
-	// has spec.nodeOverrides, which the pod webhook applies; also the
+	// ReasonNodeOverridesUnchecked: WebhooksSkipped is True because the
+	// set has spec.nodeOverrides, which only the set webhook checks when
+	// the set is stored (the controller applies them wherever the set
+	// lives, and refuses per pod one that does not apply); also the
 	// reason of the Warning event recorded when the condition appears.
-	ReasonNodeOverridesIgnored = "NodeOverridesIgnored"
+	ReasonNodeOverridesUnchecked = "NodeOverridesUnchecked"
 
 	// Reasons of a condition that is False (or of a rollout that waits),
 	// from the most to the least telling.
