@@ -85,11 +85,14 @@ func webhooksServe(t *testing.T, prefix string) {
 	t.Helper()
 	ns := newNamespace(t)
 	sel := map[string]string{scenarioLabel: prefix + "-" + randSuffix()}
+	// Invalid in a way only the webhook checks (the CRD's CEL rules refuse
+	// a wrong restartPolicy before any webhook is called): a container
+	// name that is no DNS label.
 	bad := simpleSet(ns, "bad", sel)
-	bad.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+	bad.Spec.Template.Spec.Containers[0].Name = "Not_A_DNS_Label"
 	_, err := everynode.EverynodeV1alpha1().DaemonSets(ns).Create(ctx(t), bad, metav1.CreateOptions{})
-	if err == nil || !strings.Contains(err.Error(), "denied the request") || !strings.Contains(err.Error(), "spec.template.spec.restartPolicy") {
-		t.Fatalf("creating an invalid set: got %v, want the webhook's refusal naming spec.template.spec.restartPolicy", err)
+	if err == nil || !strings.Contains(err.Error(), "denied the request") || !strings.Contains(err.Error(), "spec.template.spec.containers[0].name") {
+		t.Fatalf("creating an invalid set: got %v, want the webhook's refusal naming spec.template.spec.containers[0].name", err)
 	}
 
 	nodes := createNodes(t, prefix, 1, sel)
