@@ -62,6 +62,10 @@ demo: tools build ## The newcomer's tour: a local cluster, a DaemonSet, a new no
 bench: tools build ## everynode against the built-in DaemonSet controller (NODES=1000)
 	e2e/hack/bench.sh
 
+.PHONY: conformance
+conformance: tools build ## Upstream's DaemonSet e2e specs on a kwok cluster (MODE=takeover|upstream)
+	e2e/hack/conformance.sh
+
 .PHONY: check
 check: lint verify-generate test chart-lint e2e ## Everything CI runs
 
