@@ -33,12 +33,27 @@
 # kwok plays the kubelet with e2e/kwok/stages.yaml: "should rollback without
 # unnecessary restarts" rolls out foo:non-existent, which must never become
 # Ready, and the Stages make an image tagged non-existent... do exactly that
-# (e2e/kwok/README.md). Probes, exec and preStop hooks do not run on kwok.
+# (e2e/kwok/README.md).
 #
 # Results: .e2e/conformance/<mode>/ holds the ginkgo JSON report
 # (report.json), JUnit (junit.xml, and the framework's junit_01.xml),
 # e2e.test's output (e2e.log), the summary printed at the end
 # (summary.txt), and the cluster's logs of that run (logs/).
+#
+# Baseline (MODE=upstream, NODES=3, 2026-12-05, 2-core machine shared with
+# two other engineers' clusters): 11 of 11 passed in each of 3 runs;
+# e2e.test 53-78 s (the surge spec 42-65 s of it, the others 0-3 s each),
+# `make conformance` 1m46s with every tool built. Issue 32's "8 of 10"
+# does not reproduce here; what did make specs fail on the way:
+# - without e2e/kwok/stages.yaml, kwok makes foo:non-existent Ready at once,
+#   the rollout finishes, and "should rollback" finds no old pod left
+#   (daemon_set.go:494 "Expected <[]*v1.Pod | len:0>: nil not to be empty");
+# - NODES=1 or NODES>=6: see NODES below.
+# kwok limits the specs live with: `kubectl exec` fails ("no exec found for
+# container"), so the surge spec's "mark an old pod unready" injection does
+# nothing (it logs that and goes on; its "delete a random pod" one works);
+# readiness probes, their initialDelaySeconds and preStop hooks do not run
+# (a pod is Ready at once and goes at once). No spec is skipped for it.
 #
 # Env:
 #   MODE=takeover|upstream  (default takeover)
