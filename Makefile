@@ -74,6 +74,10 @@ fuzz: ## Every fuzz target for FUZZTIME (30s) from its corpus in testdata/fuzz; 
 fuzz-brief: ## Every fuzz target for 3 s (part of make check)
 	FUZZTIME=3s hack/fuzz.sh
 
+.PHONY: conformance
+conformance: tools build ## Upstream's DaemonSet e2e specs on a kwok cluster (MODE=takeover|upstream)
+	e2e/hack/conformance.sh
+
 .PHONY: check
 check: lint verify-generate test fuzz-brief chart-lint rules-check e2e ## Everything CI runs
 

@@ -10,7 +10,8 @@
 # url:), and everynode running on this host with the chart's ServiceAccount
 # token, so the RBAC under test is exactly what the chart grants.
 # kube-scheduler is configured with the everynode extender.
-# Env: NODES (default 3), CLUSTER_NAME, EXTRA_HELM_ARGS, EVERYNODE_ARGS.
+# Env: NODES (default 3), CLUSTER_NAME, EXTRA_HELM_ARGS, EVERYNODE_ARGS,
+# KCM_CONTROLLERS (kube-controller-manager --controllers).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -78,6 +79,9 @@ YAML
 # changes; e2e/kwok/README.md): a second --config for the kwok controller.
 # (Stages given to kwokctl itself would replace all of kwok's defaults,
 # node Stages included.) bench.sh does the same.
+# KCM_CONTROLLERS (e.g. '*,-daemonset-controller', conformance.sh's takeover
+# mode) goes in the same patch: several flags of one component belong in
+# componentsPatches, not in repeated --extra-args (cluster-up.sh).
 kwokctl_config() {
   cat >"$STATE/kwokctl.yaml" <<YAML
 apiVersion: config.kwok.x-k8s.io/v1alpha1
@@ -91,6 +95,7 @@ componentsPatches:
   extraArgs:
   - key: leader-elect
     value: "false"
+$(if [[ -n "${KCM_CONTROLLERS:-}" ]]; then printf '  - key: controllers\n    value: "%s"\n' "$KCM_CONTROLLERS"; fi)
 - name: kwok-controller
   extraArgs:
   - key: config
@@ -315,7 +320,8 @@ up_control_plane() {
   admission_config
   kwokctl_config
   audit_policy
-  SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh" \
+  # KCM_CONTROLLERS is in kwokctl.yaml already: not again as --extra-args.
+  KCM_CONTROLLERS='' SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh" \
     --config "$STATE/kwokctl.yaml" --kube-audit-policy "$STATE/audit-policy.yaml"
 }
 
