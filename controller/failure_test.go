@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -475,5 +476,33 @@ func TestPlanCountsUnavailableOnce(t *testing.T) {
 				t.Errorf("delete on %v, create %v; want delete on %v", got, toCreate, tc.wantDelete)
 			}
 		})
+	}
+}
+
+// A stop found on a sync that waits for earlier pod changes (expectations
+// unsatisfied) is reported too: that sync's status records it, so no later
+// sync would find it fresh.
+func TestStopReportedWhileWaiting(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 3)
+	ds := failingSet(everynodev1alpha1.RolloutFailurePause)
+	oldHash := addSetWithRevision(f, ds)
+	for i := 0; i < 3; i++ {
+		f.add(newPod(ds, "node-"+string(rune('0'+i)), oldHash))
+	}
+	f.settle(ds)
+	f.syncCaches()
+	ds = f.changeTemplate(ds, "agent:crash")
+	f.stepRollout(ds)
+	f.breakPod(ds, "node-0", crashLooping, withRestarts(3))
+	f.events()
+
+	f.c.state.expectCreations(cache.MetaObjectToName(ds), []string{"node-elsewhere"})
+	f.mustSync(ds)
+	if st := f.set(ds).Status; st.RolloutFailure == nil {
+		t.Fatalf("rolloutFailure not recorded by the waiting sync: %+v", st)
+	}
+	if ev := f.events(); !hasEvent(ev, "Warning RolloutFailing") {
+		t.Errorf("events %v, want the Warning from the sync that recorded the stop", ev)
 	}
 }

@@ -81,11 +81,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	v.verdict = judge(v, revisions)
 	c.state.synced(key, c.clock.Since(start))
 
-	if !satisfied {
+	if !satisfied && v.verdict.rollbackTo != nil {
 		// A rollback is a write of the set; it waits for a sync that acts.
-		if v.verdict.rollbackTo != nil {
-			v.verdict = &verdict{failing: v.verdict.failing, next: v.verdict.next}
-		}
+		v.verdict = &verdict{failing: v.verdict.failing, next: v.verdict.next}
+	}
+	// The sync that finds a stop reports it, acting or not: the status it
+	// writes records the stop, and the next sync finds it recorded.
+	c.reportStop(ctx, v)
+	if !satisfied {
 		// Earlier creations or deletions are not in the cache yet: acting
 		// now could double them. Report what is known, without claiming the
 		// current generation was acted on.
@@ -93,7 +96,6 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		logger.V(4).Info("Waiting for earlier pod changes to show", "creates", creates, "deletes", deletes)
 		return c.updateStatus(ctx, v, revisions, false)
 	}
-	c.reportStop(ctx, v)
 
 	if v.verdict.rollbackTo != nil {
 		// The set gets an earlier template; the syncs its change starts
