@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,5 +259,22 @@ func TestCreatedPodsCarryNodeOverrides(t *testing.T) {
 	}
 	if want := placement.PinToNode(nil, "node-big"); !apiequality.Semantic.DeepEqual(big.Spec.Affinity, want) {
 		t.Errorf("node-big's pod affinity %+v after an override dropping it; want the pin to node-big", big.Spec.Affinity)
+	}
+}
+
+// A closed write fence (the leader's Lease is a lease duration old) stops
+// every pod create and delete of the sync, with the fence's error.
+func TestWriteFenceStopsPodWrites(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 2)
+	ds := newSet("agent")
+	addSetWithRevision(f, ds)
+	f.ctx = WithWriteFence(f.ctx, func() error { return errors.New("lease too old") })
+	err := f.sync(ds)
+	if err == nil || !strings.Contains(err.Error(), "lease too old") {
+		t.Fatalf("sync = %v, want the fence's error", err)
+	}
+	if c := f.podCreates(); len(c) != 0 {
+		t.Errorf("%d pods created behind a closed fence", len(c))
 	}
 }

@@ -24,6 +24,9 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 	if len(podsToDelete) == 0 && len(nodesToCreate) == 0 {
 		return nil
 	}
+	if err := writeFence(ctx); err != nil {
+		return err
+	}
 	key := cache.MetaObjectToName(ds)
 	if len(nodesToCreate) > c.burstReplicas {
 		// Create for the first nodes by name now, the rest next sync.

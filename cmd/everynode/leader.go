@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+
+	"everynode.io/everynode/controller"
 )
 
 // controllerRunner is what a leadership term runs.
@@ -32,6 +34,52 @@ func runLeading(ctx context.Context, ctrl controllerRunner, workers int) error {
 	leaderGauge.Set(1)
 	defer leaderGauge.Set(0)
 	return ctrl.Run(ctx, workers)
+}
+
+// renewalClock is the Lease lock, remembering when this replica last wrote
+// the Lease successfully (an acquire or a renewal). The time is taken
+// before the write is sent: the Lease is good for a lease duration from
+// then, as the other replicas count it from when they see it, later.
+type renewalClock struct {
+	resourcelock.Interface
+	now  func() time.Time
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (r *renewalClock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	return r.track(func() error { return r.Interface.Create(ctx, rec) })
+}
+
+func (r *renewalClock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	return r.track(func() error { return r.Interface.Update(ctx, rec) })
+}
+
+func (r *renewalClock) track(write func() error) error {
+	sent := r.now()
+	err := write()
+	if err == nil {
+		r.mu.Lock()
+		if sent.After(r.last) {
+			r.last = sent
+		}
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// fence refuses once the last renewal is a lease duration old: another
+// replica may lead by then (controller.WithWriteFence).
+func (r *renewalClock) fence(leaseDuration time.Duration) func() error {
+	return func() error {
+		r.mu.Lock()
+		last := r.last
+		r.mu.Unlock()
+		if age := r.now().Sub(last); last.IsZero() || age >= leaseDuration {
+			return fmt.Errorf("not writing pods: this replica last renewed the leader Lease %s ago, a lease duration (%s) or more; another replica may lead", age.Round(time.Millisecond), leaseDuration)
+		}
+		return nil
+	}
 }
 
 // releaseTimeout bounds the Lease release at shutdown.
@@ -56,13 +104,16 @@ func runController(ctx context.Context, o *serveOptions, c *clients, newControll
 		return fmt.Errorf("leader election identity: %w", err)
 	}
 	identity = fmt.Sprintf("%s_%d", identity, os.Getpid())
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.namespace, o.leaderElectionID,
+	inner, err := resourcelock.New(resourcelock.LeasesResourceLock, o.namespace, o.leaderElectionID,
 		c.kube.CoreV1(), c.kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
 	if err != nil {
 		return fmt.Errorf("leader election lock: %w", err)
 	}
+	lock := &renewalClock{Interface: inner, now: time.Now}
 	for {
-		led, err := leadOnce(ctx, o, lock, identity, newController)
+		led, err := leadOnce(ctx, o, lock, identity, func(termCtx context.Context) (controllerRunner, error) {
+			return newController(controller.WithWriteFence(termCtx, lock.fence(o.leaseDuration)))
+		})
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 )
 
@@ -118,4 +120,52 @@ func TestLeaderLossRejoinsAndShutdownReleasesAfterTheController(t *testing.T) {
 	if !released.Load() {
 		t.Error("the Lease was not released at shutdown")
 	}
+}
+
+// The write fence opens with a successful Lease write and closes a lease
+// duration after the last one: a leader that hung that long (SIGSTOP, a
+// frozen VM) writes no pod when it wakes, whatever its workers were doing.
+func TestRenewalClockFence(t *testing.T) {
+	now := time.Unix(1000, 0)
+	failing := false
+	r := &renewalClock{Interface: fakeLock{fail: &failing}, now: func() time.Time { return now }}
+	fence := r.fence(15 * time.Second)
+	if err := fence(); err == nil {
+		t.Fatal("the fence is open before any renewal")
+	}
+	if err := r.Update(context.Background(), resourcelock.LeaderElectionRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(14 * time.Second)
+	if err := fence(); err != nil {
+		t.Fatalf("14 s after a renewal: %v; want open", err)
+	}
+	failing = true
+	_ = r.Update(context.Background(), resourcelock.LeaderElectionRecord{}) // a failed renewal moves nothing
+	now = now.Add(time.Second)
+	if err := fence(); err == nil || !strings.Contains(err.Error(), "last renewed the leader Lease 15s ago") {
+		t.Fatalf("15 s after the last good renewal: %v; want closed", err)
+	}
+	failing = false
+	if err := r.Create(context.Background(), resourcelock.LeaderElectionRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fence(); err != nil {
+		t.Errorf("right after a new acquire: %v; want open", err)
+	}
+}
+
+// fakeLock is a Lease lock whose writes fail while *fail is set.
+type fakeLock struct {
+	resourcelock.Interface
+	fail *bool
+}
+
+func (f fakeLock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return f.err() }
+func (f fakeLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return f.err() }
+func (f fakeLock) err() error {
+	if *f.fail {
+		return errors.New("conflict")
+	}
+	return nil
 }
