@@ -310,8 +310,9 @@ func TestLeaderKilledMidRollout(t *testing.T) {
 	})
 	took := time.Since(killed)
 	// The dead leader's last renewal plus the lease duration is when the
-	// Lease expired; client-go's follower takes it at most 2.4 retry
-	// periods later (README, "Controller"). Logged, not asserted: timing
+	// Lease expired in the leader's terms; client-go's follower takes it at
+	// most 4.4 retry periods later (it sees a renewal up to one jittered
+	// poll late, and takes the Lease up to one poll after that; README). Logged, not asserted: timing
 	// on a shared machine is for the note, not for a test.
 	if lease.Spec.RenewTime != nil && lease.Spec.LeaseDurationSeconds != nil {
 		expired := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)

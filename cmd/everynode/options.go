@@ -112,7 +112,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.namespace, "namespace", o.namespace, "Namespace of everynode itself (leader election Lease, CA Secret). Default: $POD_NAMESPACE.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Run the controller only in the replica that holds the Lease; all replicas serve webhooks and the extender.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", o.leaderElectionID, "Name of the leader election Lease.")
-	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", o.leaseDuration, "How long a non-leader waits after it last saw the Lease renewed before taking over. A dead leader is replaced at most lease-duration + 2.4 x retry-period after its last renewal (client-go polls every retry-period, with up to 20% jitter).")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", o.leaseDuration, "How long a non-leader waits after it last saw the Lease renewed before taking over. A dead leader is replaced at most lease-duration + 4.4 x retry-period after its last renewal (client-go waits a retry-period plus up to 120% of it between polls: one poll to see the last renewal, one to take the expired Lease).")
 	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", o.renewDeadline, "How long the leader retries renewing before it gives up leadership.")
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", o.retryPeriod, "Wait between tries to acquire or renew the Lease.")
 	fs.IntVar(&o.controllerWorkers, "controller-workers", o.controllerWorkers, "DaemonSets synced in parallel.")
