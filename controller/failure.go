@@ -148,7 +148,8 @@ func describeFailing(failing []failingPod) string {
 
 // verdict is where a set's rollout stands against its failure policy.
 type verdict struct {
-	// failing are the update revision's failing pods.
+	// failing are the update revision's failing pods (set only with
+	// rollingUpdate.onFailure).
 	failing []failingPod
 	// record is what status.rolloutFailure should say (nil: nothing).
 	record *everynodev1alpha1.RolloutFailure
@@ -181,7 +182,12 @@ func judge(v *setView, revisions map[string]int64) *verdict {
 	ds := v.ds
 	s := &v.strategy
 	out := &verdict{}
-	out.failing, out.next = failingPods(v, failureRules(s), s.ProgressDeadline)
+	if s.OnFailure != nil {
+		// A pass over every node on every sync: only for sets that ask.
+		// computeStatus names the failing pods of the others only when
+		// their progress deadline has passed.
+		out.failing, out.next = failingPods(v, failureRules(s), s.ProgressDeadline)
+	}
 	resumed := ds.Annotations[everynodev1alpha1.AnnotationResumeRevision] == v.hash
 
 	if prev := ds.Status.RolloutFailure; prev != nil {

@@ -157,7 +157,11 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 		nextAvailable = vd.next
 	}
 	meta.SetStatusCondition(&st.Conditions, availableCondition(&st, &ts, now))
-	meta.SetStatusCondition(&st.Conditions, progressingCondition(&st, &ts, &ro, vd, dl, now))
+	failing := vd.failing
+	if dl.exceeded && failing == nil {
+		failing, _ = failingPods(v, failureRules(&v.strategy), v.strategy.ProgressDeadline)
+	}
+	meta.SetStatusCondition(&st.Conditions, progressingCondition(&st, &ts, &ro, vd, failing, dl, now))
 	if c, ok := excluded.condition(st.ObservedGeneration, now); ok {
 		meta.SetStatusCondition(&st.Conditions, c)
 	} else {
@@ -243,7 +247,9 @@ func deadlineOf(v *setView, st *everynodev1alpha1.DaemonSetStatus, ro *rollout, 
 	return deadline{at: at.Add(time.Second), limit: limit}
 }
 
-func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, ro *rollout, vd *verdict, dl deadline, now metav1.Time) metav1.Condition {
+// progressingCondition is the Progressing condition; failing names the
+// update revision's failing pods for a deadline that passed.
+func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, ro *rollout, vd *verdict, failing []failingPod, dl deadline, now metav1.Time) metav1.Condition {
 	c := metav1.Condition{
 		Type:               everynodev1alpha1.ConditionProgressing,
 		ObservedGeneration: st.ObservedGeneration,
@@ -272,8 +278,8 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, r
 		c.Status = metav1.ConditionFalse
 		c.Reason = everynodev1alpha1.ReasonProgressDeadlineExceeded
 		waiting := ts.summary()
-		if len(vd.failing) > 0 {
-			waiting = describeFailing(vd.failing)
+		if len(failing) > 0 {
+			waiting = describeFailing(failing)
 		}
 		c.Message = fmt.Sprintf("no progress for %s (progressDeadlineSeconds): %s%s; %s", dl.limit, progress, held, waiting)
 	case rec != nil && rec.Action == everynodev1alpha1.RolloutFailureRollback && rec.RolledBackTo == st.UpdateRevision && ro.pending > 0:
