@@ -221,7 +221,7 @@ func (x *taintExclusions) condition(generation int64, now metav1.Time) (metav1.C
 			parts = append(parts, fmt.Sprintf("and %d more taint sets", len(groups)-i))
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%d %s: %s", g.nodes, nodesWord(g.nodes), g.what))
+		parts = append(parts, fmt.Sprintf("%d %s: %s", g.nodes, plural(g.nodes, "node", "nodes"), g.what))
 	}
 	return metav1.Condition{
 		Type:               everynodev1alpha1.ConditionNodesExcluded,
@@ -230,13 +230,14 @@ func (x *taintExclusions) condition(generation int64, now metav1.Time) (metav1.C
 		LastTransitionTime: now,
 		Reason:             everynodev1alpha1.ReasonUntoleratedTaints,
 		Message: fmt.Sprintf("%d %s the selector admits kept away by taints: %s (kubectl everynode explain tells each node)",
-			total, nodesWord(total), strings.Join(parts, "; ")),
+			total, plural(total, "node", "nodes"), strings.Join(parts, "; ")),
 	}, true
 }
 
-func nodesWord(n int) string {
+// plural is one when n is 1, many otherwise.
+func plural(n int, one, many string) string {
 	if n == 1 {
-		return "node"
+		return one
 	}
-	return "nodes"
+	return many
 }

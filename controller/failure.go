@@ -209,7 +209,7 @@ func judge(v *setView, revisions map[string]int64) *verdict {
 		Revision: v.hash,
 		Action:   everynodev1alpha1.RolloutFailurePause,
 		Time:     metav1.NewTime(v.now),
-		Message: fmt.Sprintf("%d %s of revision %d failing: %s", len(out.failing), podsWord(len(out.failing)),
+		Message: fmt.Sprintf("%d %s of revision %d failing: %s", len(out.failing), plural(len(out.failing), "pod", "pods"),
 			revisions[v.hash], describeFailing(out.failing)),
 	}
 	out.fresh = true
@@ -225,11 +225,4 @@ func judge(v *setView, revisions map[string]int64) *verdict {
 	}
 	out.record, out.stopped = rec, true
 	return out
-}
-
-func podsWord(n int) string {
-	if n == 1 {
-		return "pod"
-	}
-	return "pods"
 }

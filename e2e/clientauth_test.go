@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -73,7 +74,7 @@ func TestClientCertificateAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := "127.0.0.1:" + envOr("EVERYNODE_PORT", "18443")
+	addr := "127.0.0.1:" + cmp.Or(os.Getenv("EVERYNODE_PORT"), "18443")
 	for name, certs := range map[string][]tls.Certificate{"no client certificate": nil, "a certificate of another CA": {wrongCA}} {
 		if err := handshake(addr, roots, certs); err == nil {
 			t.Errorf("%s: the handshake succeeded; want it refused", name)
@@ -129,11 +130,4 @@ func extenderCalls(t *testing.T, verb string) float64 {
 		}
 	}
 	return 0
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

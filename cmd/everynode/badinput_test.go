@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -446,8 +447,8 @@ func toMap(t *testing.T, obj any) map[string]any {
 // hangs fails the test instead of hanging it.
 func send(t *testing.T, h http.Handler, path string, hb hostile) (int, string) {
 	t.Helper()
-	req := httptest.NewRequest(cmpOr(hb.method, http.MethodPost), path, hb.body())
-	req.Header.Set("Content-Type", cmpOr(hb.contentType, "application/json"))
+	req := httptest.NewRequest(cmp.Or(hb.method, http.MethodPost), path, hb.body())
+	req.Header.Set("Content-Type", cmp.Or(hb.contentType, "application/json"))
 	if hb.length > 0 {
 		req.ContentLength = hb.length
 	} else if req.ContentLength == 0 {
@@ -465,13 +466,6 @@ func send(t *testing.T, h http.Handler, path string, hb hostile) (int, string) {
 		t.Fatalf("%s %q: no answer in 30 s", path, hb.name)
 	}
 	return rec.Code, rec.Body.String()
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func checkAnswer(t *testing.T, path string, hb hostile, code int, body string) {
