@@ -173,6 +173,25 @@ func RuleQueries() ([]Query, error) {
 	return queries, nil
 }
 
+// AllQueries returns the queries of the rules and of the dashboard, the
+// ones the checks hold to the exported metrics. Fewer than 8 rules or 10
+// dashboard queries is an error: the files changed shape, and a parse
+// that finds little would check little.
+func AllQueries() ([]Query, error) {
+	rules, err := RuleQueries()
+	if err != nil {
+		return nil, err
+	}
+	dash, err := DashboardQueries()
+	if err != nil {
+		return nil, err
+	}
+	if len(rules) < 8 || len(dash) < 10 {
+		return nil, fmt.Errorf("found %d rules and %d dashboard queries, want at least 8 and 10: have the chart's files changed shape?", len(rules), len(dash))
+	}
+	return append(rules, dash...), nil
+}
+
 // External are the metrics the chart's queries may name that another
 // exporter (kube-state-metrics, the kubelet, Prometheus itself) provides,
 // each with the reason the chart needs it: the checks take them as

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -210,6 +211,25 @@ func TestMadeProgress(t *testing.T) {
 	}
 }
 
+// badRollout runs ds on n fresh nodes to a complete rollout, then changes
+// its image to image and lets one rolling update step run, with the
+// updated pod on node-0 made broken by opts. It returns the set as the
+// API server holds it and the first revision's hash.
+func (f *fixture) badRollout(ds *everynodev1alpha1.DaemonSet, n int, image string, opts ...podOpt) (*everynodev1alpha1.DaemonSet, string) {
+	f.t.Helper()
+	addNodes(f, n)
+	oldHash := addSetWithRevision(f, ds)
+	for i := 0; i < n; i++ {
+		f.add(newPod(ds, fmt.Sprintf("node-%d", i), oldHash))
+	}
+	f.settle(ds)
+	f.syncCaches()
+	ds = f.changeTemplate(ds, image)
+	f.stepRollout(ds)
+	f.breakPod(ds, "node-0", opts...)
+	return ds, oldHash
+}
+
 // stepRollout runs one rolling update step: the first sync deletes an old
 // pod, the next creates its replacement, which then runs.
 func (f *fixture) stepRollout(ds *everynodev1alpha1.DaemonSet) {
@@ -250,22 +270,14 @@ func (f *fixture) breakPod(ds *everynodev1alpha1.DaemonSet, node string, opts ..
 // the stop.
 func TestRolloutPausesItself(t *testing.T) {
 	f := newFixture(t)
-	addNodes(f, 4)
 	ds := failingSet(everynodev1alpha1.RolloutFailurePause)
 	// Two at a time: with one, maxUnavailable alone would hold the rollout
 	// up behind a failing pod, stopped or not.
 	ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = intOrStr("2")
-	oldHash := addSetWithRevision(f, ds)
-	for i := 0; i < 4; i++ {
-		f.add(newPod(ds, "node-"+string(rune('0'+i)), oldHash))
-	}
-	f.settle(ds)
+	ds, oldHash := f.badRollout(ds, 4, "agent:crash", crashLooping, withRestarts(3))
 	if got := f.set(ds).Status.AvailableRevision; got != oldHash {
-		t.Fatalf("availableRevision = %q after a complete rollout, want %s", got, oldHash)
+		t.Fatalf("availableRevision = %q after the complete first rollout, want %s", got, oldHash)
 	}
-	ds = f.changeTemplate(ds, "agent:crash")
-	f.stepRollout(ds)
-	f.breakPod(ds, "node-0", crashLooping, withRestarts(3))
 
 	stoppedBefore := testutil.ToFloat64(rolloutsStopped.WithLabelValues(ns, ds.Name, "Pause"))
 	f.mustSync(ds)
@@ -322,17 +334,7 @@ func TestRolloutPausesItself(t *testing.T) {
 // revision back, and the status says why first.
 func TestRolloutRollsBack(t *testing.T) {
 	f := newFixture(t)
-	addNodes(f, 3)
-	ds := failingSet(everynodev1alpha1.RolloutFailureRollback)
-	oldHash := addSetWithRevision(f, ds)
-	for i := 0; i < 3; i++ {
-		f.add(newPod(ds, "node-"+string(rune('0'+i)), oldHash))
-	}
-	f.settle(ds)
-	f.syncCaches()
-	ds = f.changeTemplate(ds, "agent:crash")
-	f.stepRollout(ds)
-	f.breakPod(ds, "node-0", crashLooping, withRestarts(3))
+	ds, oldHash := f.badRollout(failingSet(everynodev1alpha1.RolloutFailureRollback), 3, "agent:crash", crashLooping, withRestarts(3))
 
 	f.mustSync(ds)
 	var patched, updated bool
@@ -381,18 +383,9 @@ func TestRolloutRollsBack(t *testing.T) {
 // Progressing turns False with ProgressDeadlineExceeded and names it.
 func TestProgressDeadline(t *testing.T) {
 	f := newFixture(t)
-	addNodes(f, 3)
 	ds := newSet("agent")
 	ds.Spec.ProgressDeadlineSeconds = ptr.To[int32](60)
-	oldHash := addSetWithRevision(f, ds)
-	for i := 0; i < 3; i++ {
-		f.add(newPod(ds, "node-"+string(rune('0'+i)), oldHash))
-	}
-	f.settle(ds)
-	f.syncCaches()
-	ds = f.changeTemplate(ds, "agent:non-existent")
-	f.stepRollout(ds)
-	f.breakPod(ds, "node-0", imagePullBackOff)
+	ds, _ = f.badRollout(ds, 3, "agent:non-existent", imagePullBackOff)
 	f.queue.takeDelayed()
 	f.mustSync(ds)
 	if c := progressing(f.set(ds)); c.Reason != everynodev1alpha1.ReasonImagePullBackOff {
@@ -484,17 +477,7 @@ func TestPlanCountsUnavailableOnce(t *testing.T) {
 // sync would find it fresh.
 func TestStopReportedWhileWaiting(t *testing.T) {
 	f := newFixture(t)
-	addNodes(f, 3)
-	ds := failingSet(everynodev1alpha1.RolloutFailurePause)
-	oldHash := addSetWithRevision(f, ds)
-	for i := 0; i < 3; i++ {
-		f.add(newPod(ds, "node-"+string(rune('0'+i)), oldHash))
-	}
-	f.settle(ds)
-	f.syncCaches()
-	ds = f.changeTemplate(ds, "agent:crash")
-	f.stepRollout(ds)
-	f.breakPod(ds, "node-0", crashLooping, withRestarts(3))
+	ds, _ := f.badRollout(failingSet(everynodev1alpha1.RolloutFailurePause), 3, "agent:crash", crashLooping, withRestarts(3))
 	f.events()
 
 	f.c.state.expectCreations(cache.MetaObjectToName(ds), []string{"node-elsewhere"})

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -38,16 +37,7 @@ func TestClientCertificateAuth(t *testing.T) {
 		return podsOnNodes(t, ns, "agent", nodes, nil)
 	})
 
-	web := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: corev1.PodSpec{
-			NodeSelector: sel,
-			Containers:   []corev1.Container{{Name: "web", Image: "registry.example/web:v1"}},
-		},
-	}
-	if _, err := kube.CoreV1().Pods(ns).Create(ctx(t), web, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createOrdinaryPod(t, ns, "web", sel)
 	eventually(t, time.Minute, "the ordinary pod to be scheduled, the extender asked", func() (bool, string, error) {
 		p, err := kube.CoreV1().Pods(ns).Get(ctx(t), "web", metav1.GetOptions{})
 		if err != nil {

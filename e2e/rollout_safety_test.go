@@ -42,6 +42,18 @@ func guardedSet(ns string, sel map[string]string, action everynodev1alpha1.Rollo
 	return ds
 }
 
+// guardedOnNodes makes safetyNodes nodes and a guardedSet over them, and
+// waits for v1 on every node.
+func guardedOnNodes(t *testing.T, prefix string, action everynodev1alpha1.RolloutFailureAction) (ns string, nodes []string) {
+	t.Helper()
+	ns = newNamespace(t)
+	sel := map[string]string{scenarioLabel: prefix + "-" + randSuffix()}
+	nodes = createNodes(t, prefix, safetyNodes, sel)
+	createSet(t, guardedSet(ns, sel, action))
+	eventually(t, settle, "v1 everywhere", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v1"))
+	return ns, nodes
+}
+
 // progressingIs waits for the Progressing condition of the set's current
 // generation to have reason, and returns the set.
 func progressingIs(t *testing.T, ns, reason string, timeout time.Duration) *everynodev1alpha1.DaemonSet {
@@ -99,11 +111,7 @@ func oldPodsHealthy(t *testing.T, ns string, nodes, reached []string) {
 // their healthy pods; `rollout status` exits non-zero with the reason;
 // resume lifts the stop, and a fixed image rolls out to every node.
 func TestRolloutPausesItselfOnCrashLoop(t *testing.T) {
-	ns := newNamespace(t)
-	sel := map[string]string{scenarioLabel: "crash-" + randSuffix()}
-	nodes := createNodes(t, "crash", safetyNodes, sel)
-	createSet(t, guardedSet(ns, sel, everynodev1alpha1.RolloutFailurePause))
-	eventually(t, settle, "v1 everywhere", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v1"))
+	ns, nodes := guardedOnNodes(t, "crash", everynodev1alpha1.RolloutFailurePause)
 
 	start := time.Now()
 	updateSet(t, ns, "agent", func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = crashImage })
@@ -157,11 +165,7 @@ func TestRolloutPausesItselfOnCrashLoop(t *testing.T) {
 // the last revision that ran available everywhere, says so, and every node
 // ends on it and available.
 func TestRolloutRollsBackOnCrashLoop(t *testing.T) {
-	ns := newNamespace(t)
-	sel := map[string]string{scenarioLabel: "rollback-" + randSuffix()}
-	nodes := createNodes(t, "rollback", safetyNodes, sel)
-	createSet(t, guardedSet(ns, sel, everynodev1alpha1.RolloutFailureRollback))
-	eventually(t, settle, "v1 everywhere", rolledOut(t, ns, "agent", nodes, "registry.example/agent:v1"))
+	ns, nodes := guardedOnNodes(t, "rollback", everynodev1alpha1.RolloutFailureRollback)
 	good := getSet(t, ns, "agent").Status.UpdateRevision
 
 	start := time.Now()

@@ -39,16 +39,7 @@ func TestStartupTaintGate(t *testing.T) {
 
 	joined := time.Now()
 	node := createNodes(t, "taint", 1, sel, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})[0]
-	web := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: corev1.PodSpec{
-			NodeSelector: sel,
-			Containers:   []corev1.Container{{Name: "web", Image: "registry.example/web:v1"}},
-		},
-	}
-	if _, err := kube.CoreV1().Pods(ns).Create(ctx(t), web, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createOrdinaryPod(t, ns, "web", sel)
 
 	// The daemon lands (it tolerates the taint) but never turns Ready: the
 	// taint stays, the ordinary pod waits.
@@ -61,13 +52,9 @@ func TestStartupTaintGate(t *testing.T) {
 		if err != nil {
 			return false, "", err
 		}
-		n, err := kube.CoreV1().Nodes().Get(ctx(t), node, metav1.GetOptions{})
+		tainted, err := nodeTainted(t, node, key)
 		if err != nil {
 			return false, "", err
-		}
-		tainted := false
-		for _, taint := range n.Spec.Taints {
-			tainted = tainted || taint.Key == key
 		}
 		return p.Spec.NodeName != "" || !tainted, fmt.Sprintf("web on %q, tainted %v", p.Spec.NodeName, tainted), nil
 	})
@@ -84,13 +71,9 @@ func TestStartupTaintGate(t *testing.T) {
 				daemonReady = now
 			}
 		}
-		n, err := kube.CoreV1().Nodes().Get(ctx(t), node, metav1.GetOptions{})
+		tainted, err := nodeTainted(t, node, key)
 		if err != nil {
 			return false, "", err
-		}
-		tainted := false
-		for _, taint := range n.Spec.Taints {
-			tainted = tainted || taint.Key == key
 		}
 		if !tainted && taintGone.IsZero() {
 			taintGone = now
@@ -118,4 +101,34 @@ func TestStartupTaintGate(t *testing.T) {
 	if err != nil || len(evs.Items) == 0 {
 		t.Errorf("no StartupTaintRemoved event on node %s (%v)", node, err)
 	}
+}
+
+// createOrdinaryPod creates a pod no controller owns, scheduled by the
+// cluster's scheduler onto a node sel selects.
+func createOrdinaryPod(t *testing.T, ns, name string, sel map[string]string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeSelector: sel,
+			Containers:   []corev1.Container{{Name: name, Image: "registry.example/" + name + ":v1"}},
+		},
+	}
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeTainted reports whether node carries a taint with key.
+func nodeTainted(t *testing.T, node, key string) (bool, error) {
+	n, err := kube.CoreV1().Nodes().Get(ctx(t), node, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == key {
+			return true, nil
+		}
+	}
+	return false, nil
 }
