@@ -3,7 +3,6 @@ package certs
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
 	"encoding/pem"
 	"fmt"
 	"time"
@@ -23,11 +22,12 @@ import (
 // caKey is where cert-manager's DynamicAuthority stores the CA certificate.
 const caKey = "ca.crt"
 
-// CABundleInjector copies the CA of the self-signed mode's Secret into the
-// caBundle of everynode's webhook configurations, whenever the Secret
-// changes. The bundle keeps the previous CA next to the new one until it
-// expires, so during a CA rotation the API server trusts the serving
-// certificates of replicas that have not renewed yet.
+// CABundleInjector copies the CA bundle of the self-signed mode's Secret
+// (BundleKey: current, next and previous CA) into the caBundle of
+// everynode's webhook configurations, whenever the Secret changes. A CA the
+// configuration trusted that the new bundle lacks is kept until it expires
+// (a CA Secret deleted and made anew has no previous CA), so the API server
+// trusts the serving certificates of replicas that have not renewed yet.
 type CABundleInjector struct {
 	client                kubernetes.Interface
 	namespace, secretName string
@@ -56,10 +56,19 @@ func (j *CABundleInjector) Run(ctx context.Context) error {
 	inform := factory.Core().V1().Secrets().Informer()
 	handle := func(obj interface{}) {
 		secret, ok := obj.(*corev1.Secret)
-		if !ok || len(secret.Data[caKey]) == 0 {
+		if !ok {
 			return
 		}
-		if err := j.Inject(ctx, secret.Data[caKey]); err != nil {
+		// ca.crt alone: a Secret of an older everynode's DynamicAuthority,
+		// until this version's Authority adds the bundle.
+		bundle := secret.Data[BundleKey]
+		if len(bundle) == 0 {
+			bundle = secret.Data[caKey]
+		}
+		if len(bundle) == 0 {
+			return
+		}
+		if err := j.Inject(ctx, bundle); err != nil {
 			klog.ErrorS(err, "Injecting caBundle failed; will retry on the next resync")
 		}
 	}
@@ -154,34 +163,14 @@ func injectInto[T any](ctx context.Context, caPEM []byte, now time.Time, name st
 	})
 }
 
-// mergeBundle returns current followed by the newest certificate of old that
-// differs from current and is still valid at now. Unparseable PEM in old is
-// dropped.
+// mergeBundle returns the certificates of current followed by the newest
+// certificate of old that is not in current and still valid at now.
+// Unparseable PEM in old is dropped.
 func mergeBundle(current, old []byte, now time.Time) []byte {
 	out := append([]byte(nil), bytes.TrimSpace(current)...)
 	out = append(out, '\n')
-	curBlock, _ := pem.Decode(current)
-	var keep *pem.Block
-	var keepNotBefore time.Time
-	for rest := old; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" || (curBlock != nil && bytes.Equal(block.Bytes, curBlock.Bytes)) {
-			continue
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil || now.After(cert.NotAfter) {
-			continue
-		}
-		if keep == nil || cert.NotBefore.After(keepNotBefore) {
-			keep, keepNotBefore = block, cert.NotBefore
-		}
-	}
-	if keep != nil {
-		out = append(out, pem.EncodeToMemory(keep)...)
+	if keep := newestOther(old, now, parseBundle(current)...); keep != nil {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: keep.Raw})...)
 	}
 	return out
 }

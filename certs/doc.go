@@ -6,8 +6,10 @@
 //     contents on the next TLS handshake, which is what a mounted Secret
 //     (cert-manager, or a user's own) needs: the kubelet swaps the files by
 //     replacing a symlink, without restarting the pod.
-//   - SelfSigned keeps a CA in a Secret and signs its own serving certificate
-//     with it (cert-manager's DynamicAuthority, the machinery cert-manager's
-//     own webhook uses), and CABundleInjector writes that CA into the webhook
-//     configurations so the API server trusts it.
+//   - SelfSigned keeps CAs in a Secret and signs its own serving certificate
+//     with the current one (cert-manager's DynamicSource, the machinery
+//     cert-manager's own webhook uses, over this package's Authority, which
+//     publishes the next CA a rotation ahead), and CABundleInjector writes
+//     the bundle of CAs into the webhook configurations so the API server
+//     trusts it.
 package certs

@@ -7,15 +7,17 @@ import (
 	"time"
 
 	cmtls "github.com/cert-manager/cert-manager/pkg/server/tls"
-	"github.com/cert-manager/cert-manager/pkg/server/tls/authority"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
 
-// SelfSigned keeps a CA in a Secret and serves a certificate signed by it,
-// renewing both before they expire. It is cert-manager's DynamicSource over a
-// DynamicAuthority: every replica shares the one CA through the Secret, so
-// the caBundle the API server trusts is the same whichever replica answers.
+// SelfSigned keeps CAs in a Secret and serves a certificate signed by the
+// current one, renewing both before they expire. It is cert-manager's
+// DynamicSource over everynode's Authority, which publishes the next CA a
+// rotation ahead: every replica shares the CAs through the Secret, so the
+// caBundle the API server trusts is the same whichever replica answers, and
+// a rotation fails no caller that loaded the bundle since the last one.
 type SelfSigned struct {
 	src *cmtls.DynamicSource
 	now func() time.Time
@@ -29,6 +31,8 @@ type SelfSignedOptions struct {
 	DNSNames []string
 	// RESTConfig reaches the API server holding the Secret.
 	RESTConfig *rest.Config
+	// CADuration is each CA's life; 0 means DefaultCADuration.
+	CADuration time.Duration
 }
 
 // NewSelfSigned validates opts and returns the source; Start runs it.
@@ -41,17 +45,15 @@ func NewSelfSigned(opts SelfSignedOptions) (*SelfSigned, error) {
 	case opts.RESTConfig == nil:
 		return nil, fmt.Errorf("self-signed certificates need a connection to the API server")
 	}
+	client, err := kubernetes.NewForConfig(opts.RESTConfig)
+	if err != nil {
+		return nil, err
+	}
 	return &SelfSigned{
 		now: time.Now,
 		src: &cmtls.DynamicSource{
-			DNSNames: opts.DNSNames,
-			Authority: &authority.DynamicAuthority{
-				SecretNamespace: opts.Namespace,
-				SecretName:      opts.SecretName,
-				SecretLabels:    map[string]string{"app.kubernetes.io/managed-by": "everynode"},
-				RESTConfig:      opts.RESTConfig,
-				CommonName:      "everynode-ca",
-			},
+			DNSNames:  opts.DNSNames,
+			Authority: NewAuthority(client, opts.Namespace, opts.SecretName, opts.CADuration),
 		},
 	}, nil
 }

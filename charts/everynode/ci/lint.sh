@@ -164,11 +164,16 @@ has scheduler 'schedulerName: everynode-scheduler'
 has scheduler 'urlPrefix: https://everynode.everynode-system.svc:443/extender'
 has scheduler 'nodeCacheCapable: true'
 has scheduler 'ignorable: true'
-has scheduler 'caFile: /etc/everynode/ca/ca.crt'
+# Self-signed: the bundle with the next CA, which survives a rotation.
+has scheduler 'caFile: /etc/everynode/ca/ca-bundle.crt'
+has scheduler 'key: ca-bundle.crt'
 has scheduler 'httpTimeout: 5s'
 has scheduler 'name: system:kube-scheduler'
 has scheduler 'name: system:volume-scheduler'
 has scheduler 'name: extension-apiserver-authentication-reader'
+
+render scheduler-certmanager --set scheduler.enabled=true --set certManager.enabled=true
+has scheduler-certmanager 'caFile: /etc/everynode/ca/ca.crt'
 
 render scheduler-existing --set scheduler.enabled=true --set tls.existingSecret=x --set tls.caBundle="$CA"
 has scheduler-existing "caData: $CA"

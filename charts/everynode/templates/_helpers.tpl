@@ -250,12 +250,18 @@ clientConfig:
 {{- end }}
 
 {{/*
-Key of the CA certificate in the self-signed mode's CA Secret, and in the
-serving Secret that cert-manager writes. Contract with certs/: the self-signed
-source stores its CA certificate under this key.
+Key of the CAs the second scheduler trusts, in the Secret it mounts. Contract
+with certs/: in self-signed mode everynode keeps the current, the next and the
+previous CA under ca-bundle.crt (certs.BundleKey), so a scheduler that read it
+at start trusts the serving certificate after one rotation (kube-scheduler
+reads an extender's caFile once); cert-manager writes its CA under ca.crt.
 */}}
 {{- define "everynode.caCertKey" -}}
+{{- if eq (include "everynode.certMode" .) "self-signed" -}}
+ca-bundle.crt
+{{- else -}}
 ca.crt
+{{- end -}}
 {{- end }}
 
 {{/*
