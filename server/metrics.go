@@ -24,6 +24,9 @@ type requestMetrics struct {
 	connections prometheus.Counter
 	// refused counts the requests the in-flight cap answered 429.
 	refused *prometheus.CounterVec
+	// reconnects counts the answers that closed their connection because
+	// the serving certificate changed since its handshake (reconnector).
+	reconnects *prometheus.CounterVec
 }
 
 func newRequestMetrics() *requestMetrics {
@@ -44,11 +47,16 @@ func newRequestMetrics() *requestMetrics {
 			Name:      "http_requests_refused_total",
 			Help:      "Requests answered 429 because their route had --max-in-flight requests in flight, by route.",
 		}, []string{"route"}),
+		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "everynode",
+			Name:      "https_reconnects_requested_total",
+			Help:      "Answers that closed their connection (Connection: close, or GOAWAY over HTTP/2) because the serving certificate changed since the connection's handshake, by route: each is a caller that shakes hands again with the new certificate.",
+		}, []string{"route"}),
 	}
 }
 
 func (m *requestMetrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.duration, m.connections, m.refused} {
+	for _, c := range []prometheus.Collector{m.duration, m.connections, m.refused, m.reconnects} {
 		if err := r.Register(c); err != nil {
 			return fmt.Errorf("register request metrics: %w", err)
 		}

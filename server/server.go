@@ -110,25 +110,32 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxInFlight < 0 {
 		return nil, errors.New("server: negative in-flight cap")
 	}
-	router, err := secureRouter(cfg.Parts, cfg.MaxInFlight, metrics)
+	reconnect := newReconnector(cfg.Certificates)
+	router, err := secureRouter(cfg.Parts, cfg.MaxInFlight, metrics, reconnect)
 	if err != nil {
 		return nil, err
 	}
 	if err := metrics.register(cfg.Registerer); err != nil {
 		return nil, err
 	}
+	tlsConfig := certs.TLSConfig(cfg.Certificates, cfg.ClientCAs)
+	tlsConfig.GetCertificate = reconnect.GetCertificate
 	s.secure = &http.Server{
 		Addr:              cfg.SecureAddr,
 		Handler:           http.MaxBytesHandler(router, MaxBodyBytes),
-		TLSConfig:         certs.TLSConfig(cfg.Certificates, cfg.ClientCAs),
+		TLSConfig:         tlsConfig,
+		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    1 << 20,
 		Protocols:         secureProtocols(cfg.HTTP2),
-		ConnState:         metrics.countConnections,
-		ErrorLog:          newErrorLog("https"),
+		ConnState: func(c net.Conn, state http.ConnState) {
+			metrics.countConnections(c, state)
+			reconnect.forget(c, state)
+		},
+		ErrorLog: newErrorLog("https"),
 	}
 	s.health = &http.Server{
 		Addr:              cfg.HealthAddr,
@@ -166,7 +173,7 @@ func secureProtocols(http2 bool) *http.Protocols {
 // path and, with maxInFlight > 0, capped in flight (the refusals are
 // timed too, as code 429). Two parts claiming one path, or a path that is
 // not absolute, is a wiring mistake and an error.
-func secureRouter(parts []Routes, maxInFlight int, m *requestMetrics) (http.Handler, error) {
+func secureRouter(parts []Routes, maxInFlight int, m *requestMetrics, reconnect *reconnector) (http.Handler, error) {
 	router := mux.NewRouter()
 	seen := make(map[string]bool)
 	for _, routes := range parts {
@@ -183,6 +190,7 @@ func secureRouter(parts []Routes, maxInFlight int, m *requestMetrics) (http.Hand
 			if maxInFlight > 0 {
 				h = newInFlightLimit(path, maxInFlight, m.refused).wrap(h)
 			}
+			h = reconnect.wrap(h, m.reconnects.WithLabelValues(path))
 			router.Handle(path, m.instrument(path, h)).Methods(http.MethodPost)
 		}
 	}
