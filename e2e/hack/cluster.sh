@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cluster.sh up|down|start-everynode|stop-everynode|start-replica N|stop-replica N|
-#   restart-apiserver [SECONDS]|cert-mode MODE|client-auth on|off: the local
+#   restart-apiserver [SECONDS]|restart-scheduler [with-extender|without-extender]|
+#   cert-mode MODE|client-auth on|off: the local
 #   everynode cluster.
 # (up is up-control-plane, then install-everynode; e2e.sh runs tests between
 # the two that need a kube-apiserver without everynode.)
@@ -21,10 +22,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # kube-scheduler presents its client certificate to the extender, and
 # kube-apiserver its own to the webhooks (admission_config, any host: "*"),
 # whether or not everynode asks for one (`client-auth on`).
+# scheduler_config [ARGS] prints it (ARGS go to everynode scheduler-config).
 scheduler_config() {
   "$ROOT/bin/everynode" scheduler-config --no-leader-election \
     --url "$EVERYNODE_URL/extender" --ca-file "$PKI/ca.crt" \
-    --client-cert-file "$PKI/scheduler-client.crt" --client-key-file "$PKI/scheduler-client.key" >"$STATE/scheduler-config.yaml"
+    --client-cert-file "$PKI/scheduler-client.crt" --client-key-file "$PKI/scheduler-client.key" "$@"
 }
 
 admission_config() {
@@ -198,9 +200,8 @@ serving_secret_to_files() {
 # Self-signed certificates carry DNS names only, so in that mode the webhooks
 # are called at https://localhost:PORT instead of 127.0.0.1; cert-manager's
 # certificate names 127.0.0.1 as an IP address (the chart adds the URL's
-# host). The scheduler extender keeps the harness's CA (kube-scheduler reads
-# it once, at start): in the other modes its calls fail and, being
-# ignorable, are skipped.
+# host). kube-scheduler reads its extender CA once, at start, so it is
+# restarted to trust the mode's CA (restart_scheduler).
 cert_mode() {
   stop_everynode
   case "$1" in
@@ -227,6 +228,7 @@ cert_mode() {
   esac
   service_account_kubeconfig
   start_everynode
+  restart_scheduler with-extender
 }
 
 # launch_everynode PIDFILE LOG PORT HEALTH_PORT starts one everynode
@@ -286,26 +288,71 @@ start_replica() {
 stop_replica() { stop_pidfile "$STATE/everynode-${1:?usage: stop-replica N}.pid"; }
 
 # restart_apiserver [SECONDS]: stops kube-apiserver, waits SECONDS (default
-# 5), and starts it again with the same command line (kwokctl's binary
-# runtime has no command for one component). etcd keeps the data.
+# 5), and starts it again with the same command line. etcd keeps the data.
 restart_apiserver() {
-  local dir="$KWOK_WORKDIR/clusters/$CLUSTER_NAME" pid cwd
-  pid="$(cat "$dir/pids/kube-apiserver.pid")"
+  restart_component kube-apiserver "${1:-5}"
+  wait_for "kube-apiserver /readyz" 120 kubectl get --raw /readyz
+}
+
+# restart_scheduler [with-extender|without-extender]: kube-scheduler again,
+# with the extender (the default) trusting the CA of the cert mode (in
+# self-signed mode the bundle of everynode's CA Secret, read once at start
+# as kube-scheduler does, and localhost, the name the certificate carries),
+# or with no extender at all, as on a managed cluster.
+restart_scheduler() {
+  local dir="$KWOK_WORKDIR/clusters/$CLUSTER_NAME"
+  local kc="$dir/kubeconfig.yaml"
+  case "${1:-with-extender}" in
+    with-extender)
+      case "$(cat "$CERT_MODE_FILE" 2>/dev/null)" in
+        self-signed)
+          kubectl -n "$NAMESPACE" get secret "$RELEASE-ca" -o jsonpath='{.data.ca-bundle\.crt}' | base64 -d >"$STATE/self-signed-ca-bundle.crt"
+          [[ -s "$STATE/self-signed-ca-bundle.crt" ]] || { echo "the Secret $RELEASE-ca has no ca-bundle.crt" >&2; return 1; }
+          scheduler_config --scheduler-kubeconfig "$kc" --url "https://localhost:$EVERYNODE_PORT/extender" \
+            --ca-file "$STATE/self-signed-ca-bundle.crt" >"$dir/scheduler.yaml" ;;
+        cert-manager)
+          kubectl -n "$NAMESPACE" get secret "$RELEASE-tls" -o jsonpath='{.data.ca\.crt}' | base64 -d >"$CM_STATE/ca.crt"
+          scheduler_config --scheduler-kubeconfig "$kc" --ca-file "$CM_STATE/ca.crt" >"$dir/scheduler.yaml" ;;
+        *) scheduler_config --scheduler-kubeconfig "$kc" >"$dir/scheduler.yaml" ;;
+      esac ;;
+    without-extender)
+      cat >"$dir/scheduler.yaml" <<YAML
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $kc
+leaderElection:
+  leaderElect: false
+YAML
+      ;;
+    *) echo "usage: $0 restart-scheduler [with-extender|without-extender]" >&2; exit 2 ;;
+  esac
+  restart_component kube-scheduler 0
+  local port
+  port="$(tr '\0' '\n' <"/proc/$(cat "$dir/pids/kube-scheduler.pid")/cmdline" | sed -n 's/^--secure-port=//p')"
+  wait_for "kube-scheduler /readyz" 60 curl -fsSk "https://127.0.0.1:$port/readyz"
+}
+
+# restart_component NAME SECONDS: stops one of kwokctl's components, waits
+# SECONDS, and starts it again with the same command line (kwokctl's binary
+# runtime has no command for one component).
+restart_component() {
+  local dir="$KWOK_WORKDIR/clusters/$CLUSTER_NAME" pid cwd name="$1"
+  pid="$(cat "$dir/pids/$name.pid")"
   local -a cmd
   mapfile -d '' cmd <"/proc/$pid/cmdline"
   cwd="$(readlink "/proc/$pid/cwd")"
   kill "$pid"
   for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
   kill -9 "$pid" 2>/dev/null || true
-  sleep "${1:-5}"
-  # exec: $! is kube-apiserver itself (for the pid file), and no shell
+  sleep "$2"
+  # exec: $! is the component itself (for the pid file), and no shell
   # keeps the caller's stdout open.
-  (cd "$cwd" && exec nohup "${cmd[@]}") >>"$dir/logs/kube-apiserver.log" 2>&1 </dev/null &
+  (cd "$cwd" && exec nohup "${cmd[@]}") >>"$dir/logs/$name.log" 2>&1 </dev/null &
   # No newline: kwokctl reads the file with strconv.Atoi, and with one it
-  # takes kube-apiserver for stopped, so `kwokctl delete cluster` (cluster.sh
+  # takes the component for stopped, so `kwokctl delete cluster` (cluster.sh
   # down) would leave the restarted process running.
-  printf '%s' "$!" >"$dir/pids/kube-apiserver.pid"
-  wait_for "kube-apiserver /readyz" 120 kubectl get --raw /readyz
+  printf '%s' "$!" >"$dir/pids/$name.pid"
 }
 
 # up_control_plane starts the cluster without everynode: kube-apiserver,
@@ -316,7 +363,7 @@ up_control_plane() {
   [[ -x "$ROOT/bin/everynode" ]] || (cd "$ROOT" && go build -o bin/ ./cmd/everynode)
   pki
   rm -f "$CERT_MODE_FILE" "$CLIENT_AUTH_FILE"
-  scheduler_config
+  scheduler_config >"$STATE/scheduler-config.yaml"
   admission_config
   kwokctl_config
   audit_policy
@@ -362,7 +409,8 @@ case "${1:-}" in
   start-replica) start_replica "${2:-}" ;;
   stop-replica) stop_replica "${2:-}" ;;
   restart-apiserver) restart_apiserver "${2:-}" ;;
+  restart-scheduler) restart_scheduler "${2:-}" ;;
   cert-mode) cert_mode "${2:-}" ;;
   client-auth) service_account_kubeconfig; client_auth "${2:-}" ;;
-  *) echo "usage: $0 up|up-control-plane|install-everynode|down|start-everynode|stop-everynode|start-replica N|stop-replica N|restart-apiserver [SECONDS]|cert-mode self-signed|cert-manager|external-ca" >&2; exit 2 ;;
+  *) echo "usage: $0 up|up-control-plane|install-everynode|down|start-everynode|stop-everynode|start-replica N|stop-replica N|restart-apiserver [SECONDS]|restart-scheduler [with-extender|without-extender]|cert-mode self-signed|cert-manager|external-ca" >&2; exit 2 ;;
 esac
