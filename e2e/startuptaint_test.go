@@ -13,8 +13,10 @@ import (
 
 // The startup-taint readiness gate (issue 31), the mode for clusters whose
 // scheduler cannot call the extender. everynode runs with --startup-taint
-// (and the chart's RBAC for it); the extender then gates nothing, so only
-// the taint can hold the ordinary pod back. A node joins with the taint:
+// (and the chart's RBAC for it), and kube-scheduler is restarted with no
+// extender in its configuration, as on a managed cluster, so only the
+// taint can hold the ordinary pod back (the scenario checks the extender
+// got no call). A node joins with the taint:
 // the gated daemon pod lands there (it tolerates the taint) but crash-loops
 // (kwok Stages), so the taint stays and the ordinary pod waits; once the
 // daemon's image is fixed and its pod Ready, the controller removes the
@@ -29,6 +31,12 @@ func TestStartupTaintGate(t *testing.T) {
 		t.Setenv("EVERYNODE_ARGS", "")
 		everynodeProcess(t, "install-everynode")
 	})
+	everynodeProcess(t, "restart-scheduler", "without-extender")
+	t.Cleanup(func() { everynodeProcess(t, "restart-scheduler", "with-extender") })
+	before, err := scrape(t)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	ns := newNamespace(t)
 	sel := map[string]string{scenarioLabel: "taint-" + randSuffix()}
@@ -96,6 +104,14 @@ func TestStartupTaintGate(t *testing.T) {
 	})
 	t.Logf("node joined, ordinary pod held %.1fs; after the daemon's fix: daemon Ready %.1fs, taint removed %.1fs, ordinary pod bound %.1fs (polled every 0.5 s)",
 		fixed.Sub(joined).Seconds(), daemonReady.Sub(fixed).Seconds(), taintGone.Sub(fixed).Seconds(), webBound.Sub(fixed).Seconds())
+
+	after, err := scrape(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := counterDelta(before, after, "everynode_http_request_duration_seconds_count", `route="/extender/`); calls != 0 {
+		t.Errorf("the extender was called %.0f times: the scheduler was meant to run without it", calls)
+	}
 
 	evs, err := kube.CoreV1().Events(metav1.NamespaceDefault).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.name=" + node + ",reason=StartupTaintRemoved"})
 	if err != nil || len(evs.Items) == 0 {
