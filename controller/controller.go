@@ -88,6 +88,9 @@ type Config struct {
 	// there that uses a feature only a webhook provides gets the
 	// WebhooksSkipped condition and a Warning event.
 	WebhookSkippedNamespaces []string
+	// SchedulerName, when set, is given to the daemon pods whose template
+	// names no scheduler of its own (placement.WithSchedulerName).
+	SchedulerName string
 }
 
 func (c *Config) validate() error {
@@ -145,6 +148,7 @@ type Controller struct {
 	burstReplicas int
 	// webhookSkipped holds Config.WebhookSkippedNamespaces.
 	webhookSkipped map[string]bool
+	schedulerName  string
 
 	// syncHandler is sync, replaceable in tests of the queue plumbing.
 	syncHandler func(ctx context.Context, key cache.ObjectName) error
@@ -197,6 +201,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		clock:          clk,
 		burstReplicas:  burst,
 		webhookSkipped: make(map[string]bool, len(cfg.WebhookSkippedNamespaces)),
+		schedulerName:  cfg.SchedulerName,
 	}
 	for _, ns := range cfg.WebhookSkippedNamespaces {
 		c.webhookSkipped[ns] = true

@@ -111,7 +111,7 @@ func (c *Controller) createPod(ctx context.Context, ds *everynodev1alpha1.Daemon
 		}
 		node = n
 	}
-	pod, err := placement.NewPodFor(ds, node, nodeName, hash)
+	pod, err := placement.NewPodFor(ds, node, nodeName, hash, c.schedulerName)
 	if err != nil {
 		// Validation refuses an override that cannot apply; one that still
 		// fails says so on the set.

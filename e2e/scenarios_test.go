@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -562,19 +564,31 @@ func TestHandMadeDaemonPodIsRefused(t *testing.T) {
 	}
 }
 
-// The controller's own pods are pinned by /mutate/pod but not sent to
-// /validate/pod (the chart's matchConditions skip the controller's
-// identity, whose pods /mutate/pod already checks): one admission call less
-// per pod. Counted by the API server itself, which decides the skip.
-func TestControllerPodsSkipPodValidation(t *testing.T) {
+// The controller's own pods go to neither pod webhook (issue 35): it makes
+// them whole itself (pin, tolerations, overrides, scheduler name) and
+// marks them, and the chart's matchConditions leave out its identity
+// (/validate/pod) and its marked pods (/mutate/pod): two admission calls
+// less per pod. Counted by the API server itself, which decides the skip.
+// A daemon pod the same identity creates without the mark (a replica of
+// an older everynode during an upgrade) still goes through /mutate/pod and
+// comes back pinned.
+func TestControllerPodsSkipThePodWebhooks(t *testing.T) {
 	const mutate, validate = "pod.mutate.everynode.io", "pod.validate.everynode.io"
 	sel := map[string]string{scenarioLabel: "skip-" + randSuffix()}
 	nodes := createNodes(t, "skip", 3, sel)
 	ns := newNamespace(t)
 	before := apiserverMetrics(t)
 	createSet(t, simpleSet(ns, "agent", sel))
-	eventually(t, settle, "a pod on every node", func() (bool, string, error) {
-		return podsOnNodes(t, ns, "agent", nodes, nil)
+	eventually(t, settle, "a pinned pod, marked made whole, on every node", func() (bool, string, error) {
+		return podsOnNodes(t, ns, "agent", nodes, func(p *corev1.Pod) string {
+			if p.Annotations[everynodev1alpha1.AnnotationMadeWhole] == "" {
+				return "not marked made whole"
+			}
+			if !pinnedTo(p, p.Spec.NodeName) {
+				return "not pinned"
+			}
+			return ""
+		})
 	})
 	after := apiserverMetrics(t)
 	delta := func(metric, webhook string) float64 {
@@ -582,15 +596,51 @@ func TestControllerPodsSkipPodValidation(t *testing.T) {
 		return after.sum(metric, l...) - before.sum(metric, l...)
 	}
 	made := float64(len(nodes))
-	if n := delta("apiserver_admission_webhook_request_total", mutate); n < made {
-		t.Errorf("%s was called %v times for %v pods", mutate, n, made)
+	for _, webhook := range []string{mutate, validate} {
+		if n := delta("apiserver_admission_match_condition_exclusions_total", webhook); n < made {
+			t.Errorf("%s was skipped by its matchConditions %v times for %v pods", webhook, n, made)
+		}
+		if n := delta("apiserver_admission_webhook_request_total", webhook); n != 0 {
+			t.Errorf("%s was called %v times while only the controller created pods", webhook, n)
+		}
 	}
-	if n := delta("apiserver_admission_match_condition_exclusions_total", validate); n < made {
-		t.Errorf("%s was skipped by its matchConditions %v times for %v pods", validate, n, made)
+
+	// The controller's identity (the harness runs everynode with the
+	// chart's ServiceAccount token), a pod without the mark, dry run.
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(repoRoot, ".e2e", "everynode.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := delta("apiserver_admission_webhook_request_total", validate); n != 0 {
-		t.Errorf("%s was called %v times while only the controller created pods", validate, n)
+	asController := kubernetes.NewForConfigOrDie(cfg)
+	pod := daemonPods(t, ns, "agent")[0].DeepCopy()
+	pod.ObjectMeta = metav1.ObjectMeta{
+		GenerateName: "unmarked-", Namespace: ns, Labels: pod.Labels, OwnerReferences: pod.OwnerReferences,
+		Annotations: map[string]string{everynodev1alpha1.AnnotationTargetNode: nodes[0]},
 	}
+	pod.Spec.Affinity, pod.Spec.NodeName, pod.Status = nil, "", corev1.PodStatus{}
+	unmarked, err := asController.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pinnedTo(unmarked, nodes[0]) {
+		t.Errorf("a daemon pod without the mark was not pinned by /mutate/pod: affinity %+v", unmarked.Spec.Affinity)
+	}
+}
+
+// pinnedTo reports whether pod's required node affinity pins it to node.
+func pinnedTo(p *corev1.Pod, node string) bool {
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key == "metadata.name" && len(f.Values) == 1 && f.Values[0] == node {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // promText is a /metrics page.

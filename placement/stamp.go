@@ -52,31 +52,47 @@ func unstampedPod(ds *everynodev1alpha1.DaemonSet, hash string) *corev1.Pod {
 	return pod
 }
 
-// NewPodFor is NewPod for node with the set's node overrides that match
-// the node's labels applied, then stamped again so no override can undo
-// the pin or the tolerations. The controller makes every pod this way, so
-// overrides hold in every namespace, webhooks or not. node may be nil for
+// NewPodFor is the pod the controller creates: NewPod for node with the
+// set's node overrides that match the node's labels applied, stamped again
+// so no override can undo the pin or the tolerations, given schedulerName
+// (WithSchedulerName), and marked made whole (AnnotationMadeWhole): it is
+// what /mutate/pod would make of it, so the webhook is not called for it.
+// Overrides hold in every namespace, webhooks or not. node may be nil for
 // a set without overrides.
 //
 // An override that changes what decides eligibility (OverrideChanges) is
 // an error: the node was chosen from the template's. Validation refuses
 // such an override; where no webhook runs, this refuses the pod.
-func NewPodFor(ds *everynodev1alpha1.DaemonSet, node *corev1.Node, nodeName, hash string) (*corev1.Pod, error) {
+func NewPodFor(ds *everynodev1alpha1.DaemonSet, node *corev1.Node, nodeName, hash, schedulerName string) (*corev1.Pod, error) {
+	var pod *corev1.Pod
 	if len(ds.Spec.NodeOverrides) == 0 {
-		return NewPod(ds, nodeName, hash), nil
+		pod = NewPod(ds, nodeName, hash)
+	} else {
+		if node == nil {
+			return nil, fmt.Errorf("node %q is needed to apply the set's nodeOverrides", nodeName)
+		}
+		pod = unstampedPod(ds, hash)
+		if err := ApplyNodeOverrides(pod, ds.Spec.NodeOverrides, node); err != nil {
+			return nil, err
+		}
+		if changed := OverrideChanges(&ds.Spec.Template.Spec, &pod.Spec); len(changed) > 0 {
+			return nil, fmt.Errorf("the nodeOverrides matching node %s change %s, which decide which nodes run the set: set them in the template", nodeName, strings.Join(changed, ", "))
+		}
+		Stamp(pod, nodeName)
 	}
-	if node == nil {
-		return nil, fmt.Errorf("node %q is needed to apply the set's nodeOverrides", nodeName)
-	}
-	pod := unstampedPod(ds, hash)
-	if err := ApplyNodeOverrides(pod, ds.Spec.NodeOverrides, node); err != nil {
-		return nil, err
-	}
-	if changed := OverrideChanges(&ds.Spec.Template.Spec, &pod.Spec); len(changed) > 0 {
-		return nil, fmt.Errorf("the nodeOverrides matching node %s change %s, which decide which nodes run the set: set them in the template", nodeName, strings.Join(changed, ", "))
-	}
-	Stamp(pod, nodeName)
+	WithSchedulerName(pod, schedulerName)
+	pod.Annotations[everynodev1alpha1.AnnotationMadeWhole] = everynodev1alpha1.AnnotationMadeWholeValue
 	return pod, nil
+}
+
+// WithSchedulerName gives pod the scheduler name of the installation (a
+// second kube-scheduler that calls the extender, for clusters whose own
+// scheduler cannot), unless name is empty or the template chose a
+// scheduler of its own.
+func WithSchedulerName(pod *corev1.Pod, name string) {
+	if name != "" && (pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName) {
+		pod.Spec.SchedulerName = name
+	}
 }
 
 // Stamp makes pod the daemon pod for node, in place: the daemon-pod label

@@ -126,7 +126,7 @@ func TestNewPodFor(t *testing.T) {
 			if tc.node != nil {
 				nodeName = tc.node.Name
 			}
-			pod, err := placement.NewPodFor(tc.ds, tc.node, nodeName, "h1")
+			pod, err := placement.NewPodFor(tc.ds, tc.node, nodeName, "h1", "")
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)

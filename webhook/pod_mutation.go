@@ -33,9 +33,7 @@ func mutatePod(pod *corev1.Pod, target string, set *everynodev1alpha1.DaemonSet,
 		}
 	}
 	placement.Stamp(pod, target)
-	if schedulerName != "" && (pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName) {
-		pod.Spec.SchedulerName = schedulerName
-	}
+	placement.WithSchedulerName(pod, schedulerName)
 	return nil
 }
 

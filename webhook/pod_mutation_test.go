@@ -240,3 +240,52 @@ func TestPodTarget(t *testing.T) {
 		})
 	}
 }
+
+// The contract that lets the chart skip /mutate/pod for the controller's
+// own creates (AnnotationMadeWhole): the webhook adds nothing to a pod
+// placement.NewPodFor made, with or without overrides, tolerations of the
+// template's own, a scheduler name, a scheduler the template chose.
+func TestMutatePodAddsNothingToTheControllersPod(t *testing.T) {
+	big := node("node-1", map[string]string{"pool": "big"})
+	tests := map[string]struct {
+		change        func(ds *everynodev1alpha1.DaemonSet)
+		schedulerName string
+	}{
+		"plain":          {},
+		"scheduler name": {schedulerName: "everynode-scheduler"},
+		"template's own scheduler": {
+			change:        func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.SchedulerName = "mine" },
+			schedulerName: "everynode-scheduler",
+		},
+		"override": {change: func(ds *everynodev1alpha1.DaemonSet) {
+			ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{override(`{"pool":"big"}`,
+				`{"spec":{"containers":[{"name":"`+ds.Spec.Template.Spec.Containers[0].Name+`","image":"agent:big"}]}}`)}
+		}},
+		"host network, template tolerations": {change: func(ds *everynodev1alpha1.DaemonSet) {
+			ds.Spec.Template.Spec.HostNetwork = true
+			ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "x", Operator: corev1.TolerationOpExists}}
+		}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ds := validSet(t)
+			if tc.change != nil {
+				tc.change(ds)
+			}
+			made, err := placement.NewPodFor(ds, big, big.Name, "h1", tc.schedulerName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if made.Annotations[everynodev1alpha1.AnnotationMadeWhole] != everynodev1alpha1.AnnotationMadeWholeValue {
+				t.Fatalf("the controller's pod is not marked made whole: %v", made.Annotations)
+			}
+			mutated := made.DeepCopy()
+			if err := mutatePod(mutated, big.Name, ds, big, tc.schedulerName); err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(made, mutated) {
+				t.Errorf("the webhook changes the controller's pod (-made +webhook):\n%s", diff.Diff(made, mutated))
+			}
+		})
+	}
+}

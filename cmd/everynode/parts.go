@@ -59,6 +59,7 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 			// The chart's list, so the controller warns where the
 			// webhooks do not run.
 			WebhookSkippedNamespaces: cfg.opts.skippedNamespaces(),
+			SchedulerName:            cfg.opts.schedulerName,
 			DaemonSets:               setInformer,
 			Pods:                     podInformer,
 			Nodes:                    nodeInformer,

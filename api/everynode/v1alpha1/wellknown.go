@@ -18,6 +18,17 @@ const (
 	// extender and the controller read it to know where the pod belongs.
 	AnnotationTargetNode = "everynode.io/node-name"
 
+	// AnnotationMadeWhole on a daemon pod says the controller made it whole
+	// (placement.NewPodFor): pinned, tolerating, with the set's node
+	// overrides and the installation's scheduler name, so /mutate/pod has
+	// nothing to add. The chart's MutatingWebhookConfiguration then does not
+	// call the webhook for the controller's own creates (matchConditions):
+	// one HTTPS round trip less per pod. A pod without it (a replica of an
+	// older everynode during an upgrade) still goes through the webhook.
+	AnnotationMadeWhole = "everynode.io/made-whole"
+	// AnnotationMadeWholeValue is the only value AnnotationMadeWhole takes.
+	AnnotationMadeWholeValue = "v1"
+
 	// AnnotationChangeCause is copied from the set onto each
 	// ControllerRevision, as `kubectl rollout history` expects.
 	AnnotationChangeCause = "kubernetes.io/change-cause"

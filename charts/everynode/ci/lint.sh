@@ -51,14 +51,17 @@ has default '^  replicas: 2$'
 has default '^kind: PodDisruptionBudget$'
 has default '^kind: Service$'
 has default '"--cert-mode=self-signed"'
+has default "name: not-made-whole-by-the-controller"
+has default "request.userInfo.username == 'system:serviceaccount:everynode-system:everynode' && has\\(object.metadata.annotations\\) && 'everynode.io/made-whole' in object.metadata.annotations"
 has default '"--ca-secret-name=everynode-ca"'
 has default '"--tls-dns-names=everynode.everynode-system.svc,everynode.everynode-system.svc.cluster.local"'
 has default '"--webhook-configurations=everynode,everynode"'
 has default '"--leader-elect=true"'
 has default '"--leader-elect-lease-duration=15s"'
 has default '"--controller-username=system:serviceaccount:everynode-system:everynode"'
-# /validate/pod skips exactly the identity the controller runs as.
-count default 1 '^    matchConditions:$'
+# /validate/pod skips exactly the identity the controller runs as, and
+# /mutate/pod the pods that identity marked made whole.
+count default 2 '^    matchConditions:$'
 has default "expression: \"request.userInfo.username != 'system:serviceaccount:everynode-system:everynode'\""
 has default 'image: "ghcr.io/everynode/everynode:0.1.0"'
 has default 'readOnlyRootFilesystem: true'
