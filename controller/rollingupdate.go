@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
+
+	"everynode.io/everynode/controller/pacing"
 )
 
 // hold says why the rolling update leaves a node's old pod alone.
@@ -252,5 +254,6 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *setView) error {
 		klog.FromContext(ctx).V(4).Info("Rolling update step", "daemonset", klog.KObj(v.ds),
 			"maxSurge", maxSurge, "maxUnavailable", maxUnavailable, "delete", len(toDelete), "create", len(toCreate))
 	}
-	return c.syncNodes(ctx, v.ds, toDelete, toCreate, v.hash)
+	// Behind every request for a node without a pod, of any set.
+	return c.syncNodes(pacing.Replacing(ctx), v.ds, toDelete, toCreate, v.hash)
 }

@@ -42,6 +42,10 @@ type Bucket struct {
 	mu sync.Mutex
 	// deferred counts the requests in WaitSpare.
 	deferred atomic.Int64
+	// behind lets one Replacing request at a time look for a token; the
+	// others queue on it (a channel, so a queued request can give up when
+	// its context ends).
+	behind chan struct{}
 }
 
 var _ flowcontrol.RateLimiter = (*Bucket)(nil)
@@ -60,12 +64,33 @@ func newBucket(qps float32, burst int, clk clock.Clock) (*Bucket, error) {
 		limiter: rate.NewLimiter(rate.Limit(qps), burst),
 		qps:     qps,
 		burst:   float64(burst),
+		behind:  make(chan struct{}, 1),
 	}, nil
 }
 
+type replacingKey struct{}
+
+// Replacing marks ctx as a rolling update's own pod work: deleting an
+// outdated pod, creating a surge pod next to one. Bucket.Wait gives such a
+// request only a token that no other request waits for, so work for a node
+// that has no pod of a set (a node that joined, a pod that failed, the
+// replacement of a pod a rollout just deleted) goes first, across every
+// set, inside the same budget. Under a long rollout a node that joins gets
+// its daemon pods after the requests already queued for such nodes, not
+// after the rollout's whole queue, which is what holds joins back on a
+// busy cluster (kubernetes#121474, #128442). With nothing else waiting, a
+// rollout's requests go at the full rate, as before.
+func Replacing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, replacingKey{}, true)
+}
+
 // Wait takes a token first come, first served, waiting for it if need be;
-// it fails at once if ctx would end first, as client-go's token bucket.
+// it fails at once if ctx would end first, as client-go's token bucket. A
+// Replacing request instead waits behind every other (waitBehind).
 func (b *Bucket) Wait(ctx context.Context) error {
+	if ctx.Value(replacingKey{}) != nil {
+		return b.waitBehind(ctx)
+	}
 	now := b.clock.Now()
 	r := b.limiter.ReserveN(now, 1)
 	d := r.DelayFrom(now)
@@ -84,6 +109,34 @@ func (b *Bucket) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		r.CancelAt(b.clock.Now())
 		return ctx.Err()
+	}
+}
+
+// waitBehind takes a token only when one is there now, so it never holds a
+// reservation that a first-come request would queue behind: those reserve
+// the bucket's future tokens, and a token free now is one none of them
+// waits for. One such request at a time looks; it sleeps until the
+// bucket's level, first-come reservations paid, reaches a token again.
+func (b *Bucket) waitBehind(ctx context.Context) error {
+	select {
+	case b.behind <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-b.behind }()
+	for {
+		now := b.clock.Now()
+		if b.limiter.AllowN(now, 1) {
+			return nil
+		}
+		short := 1 - b.limiter.TokensAt(now)
+		t := b.clock.NewTimer(time.Duration(short / float64(b.qps) * float64(time.Second)))
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
 	}
 }
 

@@ -204,3 +204,75 @@ func TestWait(t *testing.T) {
 		t.Errorf("Wait for a token: %v", err)
 	}
 }
+
+// waiters waits until n goroutines sleep on clk.
+func waiters(t *testing.T, clk *testingclock.FakeClock, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for clk.Waiters() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines sleep on the clock, want %d", clk.Waiters(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A rolling update's request (Replacing) that waits for a token lets a
+// request for a node without a pod, which came later, go first; alone it
+// goes as soon as a token is there.
+func TestReplacingWaitsBehindEveryOtherRequest(t *testing.T) {
+	b, clk := newFake(t, 10, 1)
+	b.Accept() // the bucket is empty: the next token comes in 100 ms
+	order := make(chan string, 3)
+	go func() {
+		if err := b.Wait(Replacing(context.Background())); err != nil {
+			t.Error(err)
+		}
+		order <- "replacing"
+	}()
+	waiters(t, clk, 1)
+	go func() {
+		b.Accept()
+		order <- "first-come"
+	}()
+	waiters(t, clk, 2)
+	clk.Step(100 * time.Millisecond)
+	if got := <-order; got != "first-come" {
+		t.Fatalf("%s went first; want the request for a node without a pod, which came second", got)
+	}
+	waiters(t, clk, 1)
+	select {
+	case got := <-order:
+		t.Fatalf("%s went without a token", got)
+	default:
+	}
+	clk.Step(100 * time.Millisecond)
+	if got := <-order; got != "replacing" {
+		t.Fatalf("got %s", got)
+	}
+
+	// Alone, at the full rate: the bucket refilled, it goes at once.
+	clk.Step(time.Second)
+	if err := b.Wait(Replacing(context.Background())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A queued Replacing request gives up when its context ends, whether it is
+// the one looking for a token or queued behind it.
+func TestReplacingGivesUpWithItsContext(t *testing.T) {
+	b, clk := newFake(t, 10, 1)
+	b.Accept()
+	ctx, cancel := context.WithCancel(Replacing(context.Background()))
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- b.Wait(ctx) }()
+	}
+	waiters(t, clk, 1)
+	cancel()
+	for range 2 {
+		if err := <-errs; err == nil {
+			t.Fatal("a cancelled request got a token")
+		}
+	}
+}
