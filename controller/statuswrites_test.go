@@ -49,9 +49,9 @@ func newStatusFixture(t *testing.T) (*fixture, *everynodev1alpha1.DaemonSet) {
 	return f, ds
 }
 
-// TestStatusWrites checks how status writes are spaced: counts alone at
-// most every pacing.StatusWriteInterval (the rest requeued), a condition changing
-// at once; and that a sync right after a write compares with, and writes
+// TestStatusWrites checks how status writes are spaced: counts, and
+// conditions that restate them, at most every pacing.StatusWriteInterval
+// (the rest requeued), a new generation at once; and that a sync right after a write compares with, and writes
 // over, what was written rather than the cache's older copy.
 func TestStatusWrites(t *testing.T) {
 	f, ds := newStatusFixture(t)
@@ -87,14 +87,20 @@ func TestStatusWrites(t *testing.T) {
 		t.Fatalf("after the interval wrote %+v, want one status with 1 ready", got)
 	}
 
-	// Every pod Ready: Available turns True, written at once.
+	// Every pod Ready: Available turns True. It restates the pods, so it
+	// goes out as counts do: after the interval, not at once.
 	f.clock.Step(10 * time.Millisecond)
 	f.setReady(ds, "node-1", true)
 	f.setReady(ds, "node-2", true)
 	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 0 {
+		t.Fatalf("Available turning True within the interval wrote %d times, want 0", len(got))
+	}
+	f.clock.Step(pacing.StatusWriteInterval)
+	f.mustSync(ds)
 	got := f.statusUpdates()
 	if len(got) != 1 {
-		t.Fatalf("Available turning True wrote %d times, want 1 at once", len(got))
+		t.Fatalf("Available turning True wrote %d times after the interval, want 1", len(got))
 	}
 	if c := meta.FindStatusCondition(got[0].Conditions, everynodev1alpha1.ConditionAvailable); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Available = %+v, want True", c)
@@ -114,8 +120,8 @@ func (b *fakeBudget) WaitSpare(context.Context, time.Duration) error { return ni
 
 // TestStatusWritesYieldToPodWork checks that while the request budget has
 // no spare token, counts alone are written only every MaxStatusStaleness
-// (the set rechecked every StatusWriteInterval), while a condition change
-// still goes at once; and that a spare token brings back the usual
+// (the set rechecked every StatusWriteInterval), and so are conditions
+// that restate them; and that a spare token brings back the usual
 // interval.
 func TestStatusWritesYieldToPodWork(t *testing.T) {
 	f, ds := newStatusFixture(t)
@@ -157,13 +163,19 @@ func TestStatusWritesYieldToPodWork(t *testing.T) {
 		t.Errorf("counts-only change with a spare token after the interval wrote %+v, want one status with 2 ready", got)
 	}
 
-	// With none again, a condition changing is still not held back.
+	// With none again, a condition that only restates the pods (Available
+	// turning True) is held back like counts, up to the staleness bound.
 	b.spare = false
 	f.clock.Step(10 * time.Millisecond)
 	f.setReady(ds, "node-2", true)
 	f.mustSync(ds)
+	if got := f.statusUpdates(); len(got) != 0 {
+		t.Fatalf("Available turning True with no spare token wrote %d times, want 0", len(got))
+	}
+	f.clock.Step(pacing.MaxStatusStaleness)
+	f.mustSync(ds)
 	if got := f.statusUpdates(); len(got) != 1 {
-		t.Fatalf("Available turning True with no spare token wrote %d times, want 1 at once", len(got))
+		t.Fatalf("Available turning True at the staleness bound wrote %d times, want 1", len(got))
 	}
 }
 
@@ -221,16 +233,34 @@ func TestUrgentStatusChange(t *testing.T) {
 		"update revision":  {func(s *everynodev1alpha1.DaemonSetStatus) { s.UpdateRevision = "b" }, true},
 		"current revision": {func(s *everynodev1alpha1.DaemonSetStatus) { s.CurrentRevision = "b" }, true},
 		"collision count":  {func(s *everynodev1alpha1.DaemonSetStatus) { s.CollisionCount = new(int32) }, true},
+		// Conditions that restate the pods move with them, as counts do.
 		"available": {func(s *everynodev1alpha1.DaemonSetStatus) {
 			s.Conditions[0] = cond(everynodev1alpha1.ConditionAvailable, "True", everynodev1alpha1.ReasonAllPodsAvailable)
-		}, true},
+		}, false},
 		"rollout complete": {func(s *everynodev1alpha1.DaemonSetStatus) {
 			s.Conditions[1].Reason = everynodev1alpha1.ReasonRolloutComplete
-		}, true},
+		}, false},
 		"stuck": {func(s *everynodev1alpha1.DaemonSetStatus) {
 			s.Conditions[1] = cond(everynodev1alpha1.ConditionProgressing, "False", everynodev1alpha1.ReasonPodsPending)
+		}, false},
+		// Decisions are written at once.
+		"paused": {func(s *everynodev1alpha1.DaemonSetStatus) {
+			s.Conditions[1] = cond(everynodev1alpha1.ConditionProgressing, "False", everynodev1alpha1.ReasonPaused)
 		}, true},
-		"condition added": {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions = s.Conditions[:1] }, true},
+		"stopped itself": {func(s *everynodev1alpha1.DaemonSetStatus) {
+			s.Conditions[1] = cond(everynodev1alpha1.ConditionProgressing, "False", everynodev1alpha1.ReasonRolloutFailing)
+		}, true},
+		"rolled back": {func(s *everynodev1alpha1.DaemonSetStatus) {
+			s.Conditions[1].Reason = everynodev1alpha1.ReasonRolledBack
+		}, true},
+		"past its deadline": {func(s *everynodev1alpha1.DaemonSetStatus) {
+			s.Conditions[1] = cond(everynodev1alpha1.ConditionProgressing, "False", everynodev1alpha1.ReasonProgressDeadlineExceeded)
+		}, true},
+		"resumed": {func(s *everynodev1alpha1.DaemonSetStatus) {
+			s.Conditions[1].Reason = everynodev1alpha1.ReasonPaused
+		}, true},
+		"condition observes a generation": {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions[1].ObservedGeneration = 3 }, true},
+		"condition added":                 {func(s *everynodev1alpha1.DaemonSetStatus) { s.Conditions = s.Conditions[:1] }, true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
