@@ -66,6 +66,10 @@ demo: tools build ## The newcomer's tour: a local cluster, a DaemonSet, a new no
 bench: tools build ## everynode against the built-in DaemonSet controller (NODES=1000)
 	e2e/hack/bench.sh
 
+.PHONY: bench-churn
+bench-churn: tools build ## Nodes join while one of ten sets rolls: per-node wait, everynode against upstream (NODES=1000)
+	BENCH_ARGS="--scenario=churn $(BENCH_ARGS)" e2e/hack/bench.sh
+
 .PHONY: fuzz
 fuzz: ## Every fuzz target for FUZZTIME (30s) from its corpus in testdata/fuzz; SAVE=1 keeps what it finds
 	hack/fuzz.sh $(if $(SAVE),--save)

@@ -57,7 +57,7 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 		if profiled != nil {
 			prof = startProfiles(ctx, profiled, b.c.profileDir, fmt.Sprintf("%s-r%d-w%d", s.name, round, wave+1), b.c.profileSeconds)
 		}
-		created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s-w%d", round, s.name, wave), b.c.join, b.c.phaseTimeout)
+		created, err := joinNodes(ctx, b.cs, fmt.Sprintf("join-r%d-%s-w%d", round, s.name, wave), b.c.join, nil, b.c.phaseTimeout)
 		if err != nil {
 			logf("%s node join: %v", lbl, err)
 			if prof != nil {

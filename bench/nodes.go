@@ -55,7 +55,7 @@ const joinedLabel = "bench.everynode.io/joined"
 // its create call was made, when it was seen Ready and when the untaint
 // patch returned (no daemon pod can be placed before that, in either
 // system).
-func joinNodes(ctx context.Context, cs kubernetes.Interface, prefix string, n int, timeout time.Duration) (map[string]nodeTimes, error) {
+func joinNodes(ctx context.Context, cs kubernetes.Interface, prefix string, n int, labels map[string]string, timeout time.Duration) (map[string]nodeTimes, error) {
 	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil || len(list.Items) == 0 {
 		return nil, fmt.Errorf("need a node to copy: %v", err)
@@ -93,6 +93,9 @@ func joinNodes(ctx context.Context, cs kubernetes.Interface, prefix string, n in
 			Status:     corev1.NodeStatus{Capacity: tmpl.Status.Capacity, Allocatable: tmpl.Status.Allocatable},
 		}
 		for k, v := range tmpl.Labels {
+			node.Labels[k] = v
+		}
+		for k, v := range labels {
 			node.Labels[k] = v
 		}
 		node.Labels["kubernetes.io/hostname"] = name
