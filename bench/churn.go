@@ -252,19 +252,24 @@ func (b *bench) churnTeardown(ctx context.Context, s system) error {
 	time.Sleep(2 * time.Second) // the controller stops making pods for the deleted sets
 	crs := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "controllerrevisions"}
 	_ = b.w.dyn.Resource(crs).Namespace(benchNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: churnLabel + "=true"})
-	sel := metav1.ListOptions{LabelSelector: churnLabel + "=true"}
+	// One set's pods a call: all of them at once (10,000 at 1,000 nodes)
+	// outlasted kube-apiserver's request timeout. A failed call is tried
+	// again until the pods are gone.
 	zero := int64(0)
-	if err := b.cs.CoreV1().Pods(benchNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, sel); err != nil {
-		return err
-	}
 	for range 600 {
-		list, err := b.cs.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, Limit: 1})
+		list, err := b.cs.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{LabelSelector: churnLabel + "=true", Limit: 1})
 		if err == nil && len(list.Items) == 0 {
 			return nil
 		}
-		time.Sleep(500 * time.Millisecond)
+		for i := range churnSets {
+			sel := metav1.ListOptions{LabelSelector: churnSetLabel + "=" + churnSetName(i)}
+			if err := b.cs.CoreV1().Pods(benchNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, sel); err != nil {
+				logf("churn teardown: deleting the pods of %s: %v (trying again)", churnSetName(i), err)
+			}
+		}
+		time.Sleep(time.Second)
 	}
-	return fmt.Errorf("churn pods still there after 5 minutes")
+	return fmt.Errorf("churn pods still there after 10 minutes")
 }
 
 // availability records, per node and set, when a pod of the set on the
