@@ -133,6 +133,19 @@ func validateRollingUpdate(ru *everynodev1alpha1.RollingUpdateDaemonSet, fldPath
 		errs = append(errs, field.Required(fldPath.Child("maxUnavailable"), "cannot be 0 when maxSurge is 0"))
 	}
 
+	switch ru.PodUpdatePolicy {
+	case "", everynodev1alpha1.PodUpdateRecreate:
+	case everynodev1alpha1.PodUpdateInPlaceIfPossible:
+		// An in-place update changes the pod on the node; there is no
+		// second pod to surge with (as OpenKruise's Advanced DaemonSet).
+		if hasSurge {
+			errs = append(errs, field.Invalid(fldPath.Child("maxSurge"), ru.MaxSurge, "must be 0 when podUpdatePolicy is InPlaceIfPossible"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(fldPath.Child("podUpdatePolicy"), ru.PodUpdatePolicy,
+			[]everynodev1alpha1.PodUpdatePolicy{everynodev1alpha1.PodUpdateRecreate, everynodev1alpha1.PodUpdateInPlaceIfPossible}))
+	}
+
 	if ru.Partition != nil {
 		errs = append(errs, validatePositiveIntOrPercent(*ru.Partition, fldPath.Child("partition"))...)
 		errs = append(errs, isNotMoreThan100Percent(*ru.Partition, fldPath.Child("partition"))...)

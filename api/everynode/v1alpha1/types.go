@@ -167,6 +167,7 @@ type DaemonSetUpdateStrategy struct {
 //
 // +kubebuilder:validation:XValidation:rule="!((has(self.maxUnavailable) && (type(self.maxUnavailable) == int ? self.maxUnavailable != 0 : self.maxUnavailable.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$'))) && (has(self.maxSurge) && (type(self.maxSurge) == int ? self.maxSurge != 0 : self.maxSurge.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$'))))",message="may not be set when maxUnavailable is non-zero",fieldPath=".maxSurge"
 // +kubebuilder:validation:XValidation:rule="(has(self.maxUnavailable) && (type(self.maxUnavailable) == int ? self.maxUnavailable != 0 : self.maxUnavailable.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$'))) || (has(self.maxSurge) && (type(self.maxSurge) == int ? self.maxSurge != 0 : self.maxSurge.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$')))",message="cannot be 0 when maxSurge is 0",fieldPath=".maxUnavailable",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="!has(self.podUpdatePolicy) || self.podUpdatePolicy != 'InPlaceIfPossible' || !has(self.maxSurge) || !(type(self.maxSurge) == int ? self.maxSurge != 0 : self.maxSurge.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$'))",message="must be 0 when podUpdatePolicy is InPlaceIfPossible",fieldPath=".maxSurge"
 type RollingUpdateDaemonSet struct {
 	// The maximum number of DaemonSet pods that can be unavailable during the
 	// update. Value can be an absolute number (ex: 5) or a percentage of total
@@ -215,6 +216,30 @@ type RollingUpdateDaemonSet struct {
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 
+	// PodUpdatePolicy says how the rolling update moves a pod to the new
+	// revision. Recreate (the default, and upstream's only way) deletes the
+	// pod and creates a new one. InPlaceIfPossible patches the images of a
+	// running pod when they are all that changed between its revision's
+	// template and the new one; the kubelet then restarts only those
+	// containers, and the pod keeps its UID, IP and volumes. Any other
+	// change recreates. maxSurge must be 0 with InPlaceIfPossible.
+	// +optional
+	// +kubebuilder:validation:Enum=Recreate;InPlaceIfPossible
+	PodUpdatePolicy PodUpdatePolicy `json:"podUpdatePolicy,omitempty"`
+
+	// InPlaceReadinessGate, with InPlaceIfPossible, gives the set's pods a
+	// readiness gate of condition type everynode.io/in-place-update-ready,
+	// which the controller sets False before it patches a pod's images and
+	// True once the new containers run and are ready. So the pod leaves
+	// Service endpoints before its containers are stopped, not after. It
+	// costs two pod status writes per updated pod, and one per created pod
+	// (no kubelet sets a gate's condition). Default true; false updates with
+	// one request per pod, and the controller still counts the pod
+	// unavailable until its new containers are ready. A pod whose gate does
+	// not match this field is recreated, not updated in place.
+	// +optional
+	InPlaceReadinessGate *bool `json:"inPlaceReadinessGate,omitempty"`
+
 	// OnFailure makes a rollout stop itself when the pods it updated fail:
 	// crash loops, images that never pull, pods that never become ready. Unset:
 	// the rollout goes on as upstream's does, held back only by
@@ -222,6 +247,17 @@ type RollingUpdateDaemonSet struct {
 	// +optional
 	OnFailure *RolloutFailurePolicy `json:"onFailure,omitempty"`
 }
+
+// PodUpdatePolicy is how a rolling update moves one pod to a new revision.
+type PodUpdatePolicy string
+
+const (
+	// PodUpdateRecreate deletes the old pod and creates a new one.
+	PodUpdateRecreate PodUpdatePolicy = "Recreate"
+	// PodUpdateInPlaceIfPossible patches the pod's container images when
+	// nothing else changed, and recreates it otherwise.
+	PodUpdateInPlaceIfPossible PodUpdatePolicy = "InPlaceIfPossible"
+)
 
 // RolloutFailureAction is what a rollout does when its updated pods fail.
 type RolloutFailureAction string

@@ -43,6 +43,23 @@ const (
 	// revision roll out and does not stop it again for failing pods. It is
 	// an annotation, not a status field, because it is the user's decision.
 	AnnotationResumeRevision = "everynode.io/resume-revision"
+
+	// ConditionInPlaceUpdateReady is the pod condition behind the readiness
+	// gate of sets that update in place (rollingUpdate.inPlaceReadinessGate):
+	// the controller sets it True on a new pod, False before it patches the
+	// pod's images, and True again once the new containers run and are
+	// ready. Only the controller writes it.
+	ConditionInPlaceUpdateReady = "everynode.io/in-place-update-ready"
+
+	// AnnotationInPlaceUpdate on a pod records its last in-place update, in
+	// the same patch that changes its images: the revision hash it moved to,
+	// then for each container whose image changed, name=imageID,containerID
+	// of the container that ran before, space separated. The update is done
+	// when each such container is started and ready and reports another
+	// imageID (or, for the same image digest under a new name, another
+	// container ID). It stays on the pod afterwards; a later in-place update
+	// replaces it. Read by placement.ParseInPlaceUpdate.
+	AnnotationInPlaceUpdate = "everynode.io/in-place-update"
 )
 
 // Condition types of DaemonSetStatus.Conditions.

@@ -231,6 +231,11 @@ func (in *RollingUpdateDaemonSet) DeepCopyInto(out *RollingUpdateDaemonSet) {
 		*out = new(v1.LabelSelector)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.InPlaceReadinessGate != nil {
+		in, out := &in.InPlaceReadinessGate, &out.InPlaceReadinessGate
+		*out = new(bool)
+		**out = **in
+	}
 	if in.OnFailure != nil {
 		in, out := &in.OnFailure, &out.OnFailure
 		*out = new(RolloutFailurePolicy)
