@@ -81,6 +81,9 @@ func NewPodFor(ds *everynodev1alpha1.DaemonSet, node *corev1.Node, nodeName, has
 		Stamp(pod, nodeName)
 	}
 	WithSchedulerName(pod, schedulerName)
+	if s := UpdateStrategy(ds); s.InPlaceGate() {
+		WithInPlaceGate(pod)
+	}
 	pod.Annotations[everynodev1alpha1.AnnotationMadeWhole] = everynodev1alpha1.AnnotationMadeWholeValue
 	return pod, nil
 }

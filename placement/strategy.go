@@ -53,6 +53,11 @@ type Strategy struct {
 	OnFailure *FailurePolicy
 	// ProgressDeadline is spec.progressDeadlineSeconds, or its default.
 	ProgressDeadline time.Duration
+	// PodUpdate is rollingUpdate.podUpdatePolicy, Recreate when unset.
+	PodUpdate everynodev1alpha1.PodUpdatePolicy
+	// inPlaceGate is rollingUpdate.inPlaceReadinessGate, true when unset;
+	// read it with InPlaceGate.
+	inPlaceGate bool
 }
 
 // FailurePolicy is rollingUpdate.onFailure with its defaults applied.
@@ -71,6 +76,8 @@ func UpdateStrategy(ds *everynodev1alpha1.DaemonSet) Strategy {
 		MaxUnavailable:   intstr.FromInt32(DefaultMaxUnavailable),
 		MaxSurge:         intstr.FromInt32(DefaultMaxSurge),
 		ProgressDeadline: seconds(ds.Spec.ProgressDeadlineSeconds, DefaultProgressDeadlineSeconds),
+		PodUpdate:        everynodev1alpha1.PodUpdateRecreate,
+		inPlaceGate:      true,
 	}
 	if s.Type == "" {
 		s.Type = appsv1.RollingUpdateDaemonSetStrategyType
@@ -83,6 +90,10 @@ func UpdateStrategy(ds *everynodev1alpha1.DaemonSet) Strategy {
 			s.MaxSurge = *ru.MaxSurge
 		}
 		s.Partition, s.NodeSelector, s.Paused = ru.Partition, ru.NodeSelector, ru.Paused
+		if ru.PodUpdatePolicy != "" {
+			s.PodUpdate = ru.PodUpdatePolicy
+		}
+		s.inPlaceGate = ptr.Deref(ru.InPlaceReadinessGate, true)
 		if f := ru.OnFailure; f != nil {
 			s.OnFailure = &FailurePolicy{
 				Action:        f.Action,

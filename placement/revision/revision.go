@@ -32,6 +32,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -147,6 +148,18 @@ func Apply(raw []byte, ds *everynodev1alpha1.DaemonSet) error {
 	ds.Spec.Template = d.Spec.Template
 	ds.Spec.NodeOverrides = d.Spec.NodeOverrides
 	return nil
+}
+
+// InPlaceTo reports whether pods of the revision whose data is raw can be
+// moved to ds's template in place: the templates differ only in images
+// (placement.ImagesOnlyChange) and the node overrides are the same.
+func InPlaceTo(raw []byte, ds *everynodev1alpha1.DaemonSet) (bool, error) {
+	var d data
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return false, fmt.Errorf("decode revision data: %w", err)
+	}
+	return placement.ImagesOnlyChange(&d.Spec.Template, &ds.Spec.Template) &&
+		equality.Semantic.DeepEqual(d.Spec.NodeOverrides, ds.Spec.NodeOverrides), nil
 }
 
 // Match reports whether rev stores the template and node overrides of ds.
