@@ -20,6 +20,14 @@ func (nopPodControl) CreatePod(context.Context, *everynodev1alpha1.DaemonSet, *c
 	return nil
 }
 
+func (nopPodControl) UpdatePodInPlace(context.Context, *everynodev1alpha1.DaemonSet, *corev1.Pod, []byte, string) error {
+	return nil
+}
+
+func (nopPodControl) SetPodGate(context.Context, *everynodev1alpha1.DaemonSet, *corev1.Pod, corev1.ConditionStatus, []byte) error {
+	return nil
+}
+
 func (nopPodControl) DeletePod(context.Context, *everynodev1alpha1.DaemonSet, string, string, types.UID) error {
 	return nil
 }

@@ -17,6 +17,12 @@ const (
 	// ReasonSucceededDaemonPod: a daemon pod exited successfully and is
 	// deleted to be recreated (daemons are meant to run forever).
 	ReasonSucceededDaemonPod = "SucceededDaemonPod"
+	// ReasonSuccessfulUpdateInPlace: a daemon pod's images were patched
+	// (rollingUpdate.podUpdatePolicy: InPlaceIfPossible).
+	ReasonSuccessfulUpdateInPlace = "SuccessfulUpdateInPlace"
+	// ReasonFailedUpdateInPlace: patching a daemon pod's images, or its
+	// in-place readiness gate, failed.
+	ReasonFailedUpdateInPlace = "FailedUpdateInPlace"
 	// ReasonSelectingAll: the set's selector is empty; it is not synced.
 	ReasonSelectingAll = "SelectingAll"
 	// ReasonRevisionCollision: the revision name of the set's template was

@@ -24,6 +24,9 @@ const expectationsTTL = 5 * time.Minute
 type expectations struct {
 	creates map[string]struct{}
 	deletes map[string]struct{}
+	// updates are in-place updates (by pod namespace/name), seen when the
+	// pod shows another revision hash or is deleted.
+	updates map[string]struct{}
 	// raised is when an expectation was last added, for the TTL.
 	raised time.Time
 }
@@ -38,6 +41,13 @@ func (e *expectations) expectCreations(nodes []string, now time.Time) {
 // now.
 func (e *expectations) expectDeletions(podKeys []string, now time.Time) {
 	e.deletes = addKeys(e.deletes, podKeys)
+	e.raised = now
+}
+
+// expectUpdates records in-place updates of pods (namespace/name), asked
+// for at now.
+func (e *expectations) expectUpdates(podKeys []string, now time.Time) {
+	e.updates = addKeys(e.updates, podKeys)
 	e.raised = now
 }
 
@@ -63,18 +73,29 @@ func (e *expectations) deletionObserved(podKey string) (completed bool) {
 	return e.observed(e.deletes, podKey)
 }
 
+// updateObserved marks the in-place update of a pod as seen; completed is
+// true only when it was pending and nothing else is.
+func (e *expectations) updateObserved(podKey string) (completed bool) {
+	return e.observed(e.updates, podKey)
+}
+
 func (e *expectations) observed(pending map[string]struct{}, key string) (completed bool) {
 	if _, ok := pending[key]; !ok {
 		return false
 	}
 	delete(pending, key)
-	return len(e.creates) == 0 && len(e.deletes) == 0
+	return e.none()
+}
+
+// none reports whether nothing is pending.
+func (e *expectations) none() bool {
+	return len(e.creates) == 0 && len(e.deletes) == 0 && len(e.updates) == 0
 }
 
 // satisfied reports whether nothing is pending at now. Expectations older
 // than expectationsTTL are dropped and count as satisfied.
 func (e *expectations) satisfied(now time.Time) bool {
-	if len(e.creates) == 0 && len(e.deletes) == 0 {
+	if e.none() {
 		return true
 	}
 	if now.Sub(e.raised) > expectationsTTL {

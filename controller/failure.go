@@ -45,18 +45,6 @@ func failureRules(s *placement.Strategy) placement.FailurePolicy {
 	}
 }
 
-// restarts is how often the pod's containers restarted, init containers
-// included.
-func restarts(pod *corev1.Pod) int32 {
-	var n int32
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-		for i := range list {
-			n += list[i].RestartCount
-		}
-	}
-	return n
-}
-
 // containerState says in a few words why pod is not serving: the waiting
 // reason that points at a broken container, else the phase or readiness;
 // then the restarts and how the last one ended (a crash loop caught
@@ -74,7 +62,7 @@ func containerState(pod *corev1.Pod, ready bool) string {
 	default:
 		state = "not ready"
 	}
-	if n := restarts(pod); n > 0 {
+	if n := placement.Restarts(pod); n > 0 {
 		state += fmt.Sprintf(", %d restarts", n)
 		if code, ok := lastExitCode(pod); ok {
 			state += fmt.Sprintf(", last exit %d", code)
@@ -114,14 +102,20 @@ func failingPods(v *setView, rules placement.FailurePolicy, deadline time.Durati
 		if !ok || newPod == nil {
 			continue
 		}
-		age := v.now.Sub(newPod.CreationTimestamp.Time)
+		// A pod updated in place is as old as its update, and its restarts
+		// count from the update's own.
+		since, restartsBefore := newPod.CreationTimestamp.Time, int32(0)
+		if u := newPod.inPlace; u != nil {
+			since, restartsBefore = u.Time, u.Restarts
+		}
+		age := v.now.Sub(since)
 		available := newPod.available(minReady, v.now)
 		switch {
-		case restarts(newPod.Pod) > rules.MaxRestarts && age <= rules.RestartWindow:
+		case placement.Restarts(newPod.Pod)-restartsBefore > rules.MaxRestarts && age <= rules.RestartWindow:
 		case !available && age > deadline:
 		default:
 			if !available {
-				if at := newPod.CreationTimestamp.Add(deadline + time.Second); next.IsZero() || at.Before(next) {
+				if at := since.Add(deadline + time.Second); next.IsZero() || at.Before(next) {
 					next = at
 				}
 			}

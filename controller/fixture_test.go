@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -297,6 +298,15 @@ func (f *fixture) syncCaches() {
 		key := cache.MetaObjectToName(pod).String()
 		seen[key] = true
 		old, exists, _ := f.podInf.GetIndexer().GetByKey(key)
+		if exists && old.(*corev1.Pod).ResourceVersion == pod.ResourceVersion && !equality.Semantic.DeepEqual(old, pod) {
+			// Patched: the fake API server applies patches without a new
+			// resourceVersion; the real one gives one, and the informer
+			// delivers the change.
+			pod.ResourceVersion = fmt.Sprint(f.rvSeq.Add(1))
+			if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), pod, pod.Namespace); err != nil {
+				f.t.Fatal(err)
+			}
+		}
 		_ = f.podInf.GetIndexer().Update(pod)
 		if !exists {
 			f.c.addPod(klogDiscard, pod)

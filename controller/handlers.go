@@ -215,10 +215,14 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 		return
 	}
 	completed := false
+	if placement.RevisionHash(oldPod) != placement.RevisionHash(curPod) {
+		// An in-place update (or a hash relabel) shows.
+		completed = c.state.updateObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(curPod).String())
+	}
 	if oldRef == nil {
 		// An adoption shows: claimPods expected it like a creation.
 		if node, ok := placement.TargetNode(curPod); ok {
-			completed = c.state.creationObserved(cache.MetaObjectToName(ds), node)
+			completed = c.state.creationObserved(cache.MetaObjectToName(ds), node) || completed
 		}
 	}
 	logger.V(4).Info("Pod updated", "pod", klog.KObj(curPod), "daemonset", klog.KObj(ds))
@@ -245,7 +249,9 @@ func (c *Controller) deletePod(logger klog.Logger, obj interface{}) {
 	if ds == nil {
 		return
 	}
-	completed := c.state.deletionObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(pod).String())
+	podKey := cache.MetaObjectToName(pod).String()
+	completed := c.state.updateObserved(cache.MetaObjectToName(ds), podKey)
+	completed = c.state.deletionObserved(cache.MetaObjectToName(ds), podKey) || completed
 	logger.V(4).Info("Pod deleted", "pod", klog.KObj(pod), "daemonset", klog.KObj(ds))
 	c.enqueueForPod(ds, completed)
 }

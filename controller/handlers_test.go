@@ -106,7 +106,7 @@ func TestPodHandlers(t *testing.T) {
 			if !reflect.DeepEqual(delays, tc.wantDelayed) {
 				t.Errorf("delayed %v, want %v", delays, tc.wantDelayed)
 			}
-			creates, deletes := f.c.state.pending(key)
+			creates, deletes, _ := f.c.state.pending(key)
 			if got := creates+deletes < 2; got != tc.wantObserved {
 				t.Errorf("an expectation observed = %v, want %v", got, tc.wantObserved)
 			}

@@ -33,6 +33,20 @@ var (
 		Help:      "Daemon pods the controller asked the API server to delete, by result (success or error).",
 	}, []string{"result"})
 
+	podsUpdatedInPlace = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "everynode",
+		Subsystem: "controller",
+		Name:      "pods_updated_in_place_total",
+		Help:      "Daemon pods whose images the controller asked the API server to patch in place, by result (success or error).",
+	}, []string{"result"})
+
+	podGateWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "everynode",
+		Subsystem: "controller",
+		Name:      "pod_gate_writes_total",
+		Help:      "Status writes of the in-place readiness gate condition of daemon pods, by the status written (True or False) and result.",
+	}, []string{"status", "result"})
+
 	rolloutsStopped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "everynode",
 		Subsystem: "controller",
@@ -78,7 +92,7 @@ var (
 // registration error is a programming error and panics, as MustRegister.
 func RegisterMetrics(r prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{
-		syncDuration, podsCreated, podsDeleted, rolloutsStopped,
+		syncDuration, podsCreated, podsDeleted, podsUpdatedInPlace, podGateWrites, rolloutsStopped,
 		queueDepth, queueAdds, queueLatency, queueWork, queueUnfinished, queueLongest, queueRetries,
 	} {
 		if err := r.Register(c); err != nil {

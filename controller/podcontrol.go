@@ -23,6 +23,13 @@ type PodControl interface {
 	CreatePod(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod) error
 	// DeletePod deletes the pod namespace/name of ds if its UID is still uid.
 	DeletePod(ctx context.Context, ds *everynodev1alpha1.DaemonSet, namespace, name string, uid types.UID) error
+	// UpdatePodInPlace applies patch (placement.InPlacePatch) to pod;
+	// images names the changes for the event.
+	UpdatePodInPlace(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, patch []byte, images string) error
+	// SetPodGate patches the status of pod with patch
+	// (placement.InPlaceGatePatch), which sets its in-place gate condition
+	// to status.
+	SetPodGate(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, status corev1.ConditionStatus, patch []byte) error
 }
 
 // realPodControl is the PodControl that calls the API server.
@@ -61,5 +68,30 @@ func (r realPodControl) DeletePod(ctx context.Context, ds *everynodev1alpha1.Dae
 	}
 	podsDeleted.WithLabelValues(resultLabel(nil)).Inc()
 	r.recorder.Eventf(ds, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted pod: %s", name)
+	return nil
+}
+
+func (r realPodControl) UpdatePodInPlace(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, patch []byte, images string) error {
+	_, err := r.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	podsUpdatedInPlace.WithLabelValues(resultLabel(err)).Inc()
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			r.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedUpdateInPlace, "Error updating pod %s in place: %v", pod.Name, err)
+		}
+		return fmt.Errorf("update pod %s/%s in place: %w", pod.Namespace, pod.Name, err)
+	}
+	r.recorder.Eventf(ds, corev1.EventTypeNormal, ReasonSuccessfulUpdateInPlace, "Updated pod %s in place: %s", pod.Name, images)
+	return nil
+}
+
+func (r realPodControl) SetPodGate(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, status corev1.ConditionStatus, patch []byte) error {
+	_, err := r.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	podGateWrites.WithLabelValues(string(status), resultLabel(err)).Inc()
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			r.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedUpdateInPlace, "Error setting the in-place readiness gate of pod %s to %s: %v", pod.Name, status, err)
+		}
+		return fmt.Errorf("set the in-place gate of pod %s/%s to %s: %w", pod.Namespace, pod.Name, status, err)
+	}
 	return nil
 }

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -238,8 +240,10 @@ func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUna
 	return toDelete, append(toCreate, candidates[:remaining]...)
 }
 
-// rollingUpdate replaces old pods within the limits of the strategy.
-func (c *Controller) rollingUpdate(ctx context.Context, v *setView) error {
+// rollingUpdate replaces old pods within the limits of the strategy,
+// updating them in place where the strategy asks for it and their revision
+// allows it (old are the set's older revisions).
+func (c *Controller) rollingUpdate(ctx context.Context, v *setView, old []*appsv1.ControllerRevision) error {
 	desired := v.desiredCount()
 	maxSurge, maxUnavailable, err := v.strategy.Limits(desired)
 	if err != nil {
@@ -250,10 +254,17 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *setView) error {
 		return err
 	}
 	toDelete, toCreate := planRollingUpdate(v, pol, desired, maxSurge, maxUnavailable)
-	if len(toDelete) > 0 || len(toCreate) > 0 {
+	var toUpdate []*daemonPod
+	if maxSurge == 0 {
+		// With surge a new pod runs beside the old one: nothing to patch.
+		// Validation keeps maxSurge 0 for sets that update in place.
+		toDelete, toUpdate = splitInPlace(ctx, v, newInPlaceRule(v, old), toDelete)
+	}
+	if len(toDelete) > 0 || len(toCreate) > 0 || len(toUpdate) > 0 {
 		klog.FromContext(ctx).V(4).Info("Rolling update step", "daemonset", klog.KObj(v.ds),
-			"maxSurge", maxSurge, "maxUnavailable", maxUnavailable, "delete", len(toDelete), "create", len(toCreate))
+			"maxSurge", maxSurge, "maxUnavailable", maxUnavailable, "delete", len(toDelete), "create", len(toCreate), "inPlace", len(toUpdate))
 	}
 	// Behind every request for a node without a pod, of any set.
-	return c.syncNodes(pacing.Replacing(ctx), v.ds, toDelete, toCreate, v.hash)
+	ctx = pacing.Replacing(ctx)
+	return errors.Join(c.updateInPlace(ctx, v, toUpdate), c.syncNodes(ctx, v.ds, toDelete, toCreate, v.hash))
 }

@@ -81,6 +81,22 @@ func (s *setStates) expectDeletions(key cache.ObjectName, podKeys []string) {
 	}
 }
 
+// expectUpdates records that each pod (namespace/name) is being updated in
+// place.
+func (s *setStates) expectUpdates(key cache.ObjectName, podKeys []string) {
+	if len(podKeys) > 0 {
+		s.with(key, func(st *setState) { st.expected.expectUpdates(podKeys, s.clock.Now()) })
+	}
+}
+
+// updateObserved marks the in-place update of a pod as seen (or as never
+// going to be seen). completed reports whether it was the last thing the
+// set waited for.
+func (s *setStates) updateObserved(key cache.ObjectName, podKey string) (completed bool) {
+	s.with(key, func(st *setState) { completed = st.expected.updateObserved(podKey) })
+	return completed
+}
+
 // creationObserved marks the creation for node as seen (or as never going
 // to be seen, after a failed create). completed reports whether it was the
 // last thing the set waited for.
@@ -102,10 +118,13 @@ func (s *setStates) satisfied(key cache.ObjectName) (ok bool) {
 	return ok
 }
 
-// pending returns how many creations and deletions the set waits for.
-func (s *setStates) pending(key cache.ObjectName) (creates, deletes int) {
-	s.with(key, func(st *setState) { creates, deletes = len(st.expected.creates), len(st.expected.deletes) })
-	return creates, deletes
+// pending returns how many creations, deletions and in-place updates the
+// set waits for.
+func (s *setStates) pending(key cache.ObjectName) (creates, deletes, updates int) {
+	s.with(key, func(st *setState) {
+		creates, deletes, updates = len(st.expected.creates), len(st.expected.deletes), len(st.expected.updates)
+	})
+	return creates, deletes, updates
 }
 
 // Status writes (statuswrites.go).

@@ -28,8 +28,8 @@ func TestSetStatesForgetAll(t *testing.T) {
 	}
 
 	s.forget(key)
-	if c, d := s.pending(key); c != 0 || d != 0 {
-		t.Errorf("pending after forget: %d creates, %d deletes", c, d)
+	if c, d, u := s.pending(key); c != 0 || d != 0 || u != 0 {
+		t.Errorf("pending after forget: %d creates, %d deletes, %d updates", c, d, u)
 	}
 	if s.freshest(ds) != ds {
 		t.Error("the written copy survived forget")

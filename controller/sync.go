@@ -92,8 +92,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// Earlier creations or deletions are not in the cache yet: acting
 		// now could double them. Report what is known, without claiming the
 		// current generation was acted on.
-		creates, deletes := c.state.pending(key)
-		logger.V(4).Info("Waiting for earlier pod changes to show", "creates", creates, "deletes", deletes)
+		creates, deletes, updates := c.state.pending(key)
+		logger.V(4).Info("Waiting for earlier pod changes to show", "creates", creates, "deletes", deletes, "updates", updates)
 		return c.updateStatus(ctx, v, revisions, false)
 	}
 
@@ -135,9 +135,12 @@ func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.Object
 		}
 	}
 	if roll {
-		if err := c.rollingUpdate(ctx, v); err != nil {
+		if err := c.rollingUpdate(ctx, v, old); err != nil {
 			return err
 		}
+	}
+	if err := c.openGates(ctx, v); err != nil {
+		return fmt.Errorf("open in-place readiness gates: %w", err)
 	}
 	if err := c.cleanupHistory(ctx, v.ds, old, v.allPods); err != nil {
 		return fmt.Errorf("clean up revisions: %w", err)

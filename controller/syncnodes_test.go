@@ -98,7 +98,7 @@ func TestSlowStart(t *testing.T) {
 			}
 			// Failed and skipped creations are not waited for; the created
 			// ones are, until the informer shows them.
-			creates, _ := f.c.state.pending(cache.MetaObjectToName(ds))
+			creates, _, _ := f.c.state.pending(cache.MetaObjectToName(ds))
 			if creates != tc.wantCreated {
 				t.Errorf("pending creations = %d, want %d", creates, tc.wantCreated)
 			}

@@ -25,10 +25,31 @@ type daemonPod struct {
 	hash string
 	// readyCond is the pod's Ready condition, nil if it has none.
 	readyCond *corev1.PodCondition
+	// gated is whether the pod has the in-place readiness gate, and
+	// gateCond its condition (nil if none yet).
+	gated    bool
+	gateCond *corev1.PodCondition
+	// inPlace is the pod's in-place update to its current revision, nil if
+	// it was not updated in place; inPlaceDone and inPlaceAt say whether
+	// the new containers run and are ready, and since when
+	// (placement.InPlaceDone).
+	inPlace     *placement.InPlaceUpdate
+	inPlaceDone bool
+	inPlaceAt   time.Time
 }
 
 func newDaemonPod(pod *corev1.Pod) daemonPod {
-	return daemonPod{Pod: pod, hash: placement.RevisionHash(pod), readyCond: placement.ReadyCondition(pod)}
+	p := daemonPod{Pod: pod, hash: placement.RevisionHash(pod), readyCond: placement.ReadyCondition(pod)}
+	if len(pod.Spec.ReadinessGates) > 0 && placement.HasInPlaceGate(pod) {
+		p.gated, p.gateCond = true, placement.InPlaceGateCondition(pod)
+	}
+	if _, ok := pod.Annotations[everynodev1alpha1.AnnotationInPlaceUpdate]; ok {
+		if u, ok := placement.InPlaceUpdateOf(pod); ok {
+			p.inPlace = &u
+			p.inPlaceDone, p.inPlaceAt = placement.InPlaceDone(pod, &u)
+		}
+	}
+	return p
 }
 
 // updated is placement.IsPodUpdated.
@@ -37,14 +58,46 @@ func (p *daemonPod) updated(hash string) bool { return placement.IsRevisionUpdat
 // ready is placement.IsPodReady.
 func (p *daemonPod) ready() bool { return placement.ConditionReady(p.readyCond) }
 
-// available is placement.IsPodAvailable.
-func (p *daemonPod) available(minReadySeconds int32, now time.Time) bool {
-	return placement.ConditionAvailable(p.readyCond, minReadySeconds, now)
+// gateOpen reports whether the pod's in-place gate, if it has one, is True.
+func (p *daemonPod) gateOpen() bool { return !p.gated || placement.ConditionReady(p.gateCond) }
+
+// updatingInPlace reports whether an in-place update of the pod has not
+// finished: its new containers do not all run and are ready yet, or its
+// gate is still closed. The pod's Ready condition may not show it yet (the
+// kubelet has not seen the patch, or the gate's condition), but it is
+// unavailable from the moment the controller acts.
+func (p *daemonPod) updatingInPlace() bool {
+	return (p.inPlace != nil && !p.inPlaceDone) || !p.gateOpen()
 }
 
-// availableAt is placement.AvailableAt.
+// available is placement.IsPodAvailable, and not updating in place. After
+// an in-place update, minReadySeconds counts from the latest of the Ready
+// transition, the gate opening and the new containers' start.
+func (p *daemonPod) available(minReadySeconds int32, now time.Time) bool {
+	if p.updatingInPlace() {
+		return false
+	}
+	if p.inPlace == nil && !p.gated {
+		return placement.ConditionAvailable(p.readyCond, minReadySeconds, now)
+	}
+	at, ok := p.availableAt(minReadySeconds)
+	return ok && (minReadySeconds == 0 || at.Before(now))
+}
+
+// availableAt is placement.AvailableAt, with the in-place update's times.
 func (p *daemonPod) availableAt(minReadySeconds int32) (time.Time, bool) {
-	return placement.ConditionAvailableAt(p.readyCond, minReadySeconds)
+	at, ok := placement.ConditionAvailableAt(p.readyCond, minReadySeconds)
+	if !ok || p.updatingInPlace() {
+		return time.Time{}, false
+	}
+	minReady := time.Duration(minReadySeconds) * time.Second
+	if p.inPlace != nil && p.inPlaceAt.Add(minReady).After(at) {
+		at = p.inPlaceAt.Add(minReady)
+	}
+	if p.gated && p.gateCond.LastTransitionTime.Add(minReady).After(at) {
+		at = p.gateCond.LastTransitionTime.Add(minReady)
+	}
+	return at, true
 }
 
 // nodeState is what one sync knows about one node: whether the set should

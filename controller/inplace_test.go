@@ -1,0 +1,319 @@
+package controller
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
+)
+
+// podList returns the pods in the fake API server, by target node.
+func (f *fixture) podList() []*corev1.Pod {
+	f.t.Helper()
+	list, err := f.kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []*corev1.Pod
+	for i := range list.(*corev1.PodList).Items {
+		out = append(out, &list.(*corev1.PodList).Items[i])
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Annotations[everynodev1alpha1.AnnotationTargetNode] < out[j].Annotations[everynodev1alpha1.AnnotationTargetNode]
+	})
+	return out
+}
+
+// kubelet plays a kubelet that sees every change at once: binds each pod,
+// runs every container with the image of its spec (a container whose image
+// changed is restarted: new container ID and image ID, restart count + 1)
+// and reports it ready; the pod is Ready when its readiness gates are True.
+// Conditions other than Ready (the in-place gate) are kept.
+func (f *fixture) kubelet() {
+	f.t.Helper()
+	now := metav1.NewTime(f.clock.Now())
+	for _, p := range f.podList() {
+		changed := false
+		p.Spec.NodeName = p.Annotations[everynodev1alpha1.AnnotationTargetNode]
+		var statuses []corev1.ContainerStatus
+		for _, c := range p.Spec.Containers {
+			var st corev1.ContainerStatus
+			for _, s := range p.Status.ContainerStatuses {
+				if s.Name == c.Name {
+					st = s
+				}
+			}
+			if st.Image != c.Image {
+				if st.Image != "" {
+					st.RestartCount++
+				}
+				st = corev1.ContainerStatus{
+					Name: c.Name, Image: c.Image, ImageID: "sha256:" + c.Image,
+					ContainerID:  fmt.Sprintf("fake://%s/%s/%d", p.UID, c.Name, st.RestartCount),
+					RestartCount: st.RestartCount, Ready: true, Started: ptr.To(true),
+					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+				}
+				changed = true
+			}
+			statuses = append(statuses, st)
+		}
+		p.Status.ContainerStatuses = statuses
+		ready := corev1.ConditionTrue
+		for _, g := range p.Spec.ReadinessGates {
+			var gate *corev1.PodCondition
+			for i := range p.Status.Conditions {
+				if p.Status.Conditions[i].Type == g.ConditionType {
+					gate = &p.Status.Conditions[i]
+				}
+			}
+			if gate == nil || gate.Status != corev1.ConditionTrue {
+				ready = corev1.ConditionFalse
+			}
+		}
+		var conds []corev1.PodCondition
+		for _, c := range p.Status.Conditions {
+			if c.Type != corev1.PodReady {
+				conds = append(conds, c)
+			}
+		}
+		readyCond := corev1.PodCondition{Type: corev1.PodReady, Status: ready, LastTransitionTime: now}
+		if old := placement.ReadyCondition(p); old != nil && old.Status == ready {
+			readyCond.LastTransitionTime = old.LastTransitionTime
+		} else {
+			changed = true
+		}
+		p.Status.Conditions = append(conds, readyCond)
+		if p.Status.Phase != corev1.PodRunning {
+			p.Status.Phase, changed = corev1.PodRunning, true
+		}
+		if !changed {
+			continue
+		}
+		p.ResourceVersion = fmt.Sprint(f.podSeq.Add(1))
+		if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.syncCaches()
+}
+
+// podDown reports whether a pod is out of service as a user sees it: not
+// Ready, its gate not True, or a container not yet running its spec's
+// image.
+func podDown(p *corev1.Pod) bool {
+	if !placement.IsPodReady(p) {
+		return true
+	}
+	if placement.HasInPlaceGate(p) {
+		if g := placement.InPlaceGateCondition(p); g == nil || g.Status != corev1.ConditionTrue {
+			return true
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == c.Name && s.Image != c.Image {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// podWrites counts the last sync's pod patches, by subresource ("" is the
+// pod itself, "status" the gate).
+func (f *fixture) podWrites() (patches, statusPatches int) {
+	for _, a := range f.kube.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource().Resource == "pods" {
+			if a.(clienttesting.PatchAction).GetSubresource() == "status" {
+				statusPatches++
+			} else {
+				patches++
+			}
+		}
+	}
+	return patches, statusPatches
+}
+
+func inPlaceSet(gate bool) *everynodev1alpha1.DaemonSet {
+	ds := newSet("agent")
+	ds.Spec.UpdateStrategy.RollingUpdate.PodUpdatePolicy = everynodev1alpha1.PodUpdateInPlaceIfPossible
+	ds.Spec.UpdateStrategy.RollingUpdate.InPlaceReadinessGate = ptr.To(gate)
+	return ds
+}
+
+// TestInPlaceRollingUpdate rolls an image change out in place over four
+// nodes with maxUnavailable 1: no pod is created or deleted, every pod
+// keeps its UID and restarts its container once, no more than one pod is
+// ever out of service (between any two steps of controller and kubelet,
+// the controller acting twice before the kubelet notices),
+// and each pod costs the requests the API allows: with the gate, close it,
+// patch, open it; without, the patch alone.
+func TestInPlaceRollingUpdate(t *testing.T) {
+	for _, gate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gate=%v", gate), func(t *testing.T) {
+			f := newFixture(t)
+			addNodes(f, 4)
+			ds := inPlaceSet(gate)
+			addSetWithRevision(f, ds)
+			f.settle(ds)
+			f.kubelet()
+			f.settle(ds) // opens the new pods' gates
+			f.kubelet()
+			uids := map[string]string{}
+			for _, p := range f.podList() {
+				if podDown(p) {
+					t.Fatalf("pod %s is not in service before the update", p.Name)
+				}
+				if got := placement.HasInPlaceGate(p); got != gate {
+					t.Fatalf("pod %s has the in-place gate: %v, want %v", p.Name, got, gate)
+				}
+				uids[p.Name] = string(p.UID)
+			}
+
+			ds = f.changeTemplate(ds, "agent:2")
+			hash := revisionHash(ds)
+			var patches, statusPatches int
+			for i := 0; ; i++ {
+				if i == 30 {
+					t.Fatal("the in-place rollout did not finish")
+				}
+				f.mustSync(ds)
+				if c, d := len(f.podCreates()), len(f.podDeletes()); c+d > 0 {
+					t.Fatalf("step %d: %d creates, %d deletes; an image-only change must not recreate pods", i, c, d)
+				}
+				p, s := f.podWrites()
+				patches, statusPatches = patches+p, statusPatches+s
+				check := func(when string) {
+					down := 0
+					for _, p := range f.podList() {
+						if podDown(p) {
+							down++
+						}
+					}
+					if down > 1 {
+						t.Fatalf("step %d, %s: %d pods out of service, maxUnavailable 1", i, when, down)
+					}
+				}
+				check("after the controller")
+				f.syncCaches()
+				// Again before the kubelet has seen anything: the pods
+				// just patched still report Ready.
+				f.mustSync(ds)
+				p, s = f.podWrites()
+				patches, statusPatches = patches+p, statusPatches+s
+				check("after the controller, twice")
+				f.syncCaches()
+				f.kubelet()
+				check("after the kubelet")
+				done := true
+				for _, p := range f.podList() {
+					done = done && placement.IsPodUpdated(p, hash) && !podDown(p)
+				}
+				if done {
+					break
+				}
+			}
+			for _, p := range f.podList() {
+				if uids[p.Name] != string(p.UID) {
+					t.Errorf("pod %s changed UID", p.Name)
+				}
+				if got := p.Spec.Containers[0].Image; got != "agent:2" {
+					t.Errorf("pod %s runs %s, want agent:2", p.Name, got)
+				}
+				if got := p.Status.ContainerStatuses[0].RestartCount; got != 1 {
+					t.Errorf("pod %s restartCount %d, want 1", p.Name, got)
+				}
+			}
+			wantStatus := 0
+			if gate {
+				wantStatus = 8
+			}
+			if patches != 4 || statusPatches != wantStatus {
+				t.Errorf("%d pod patches and %d status patches for 4 pods, want 4 and %d", patches, statusPatches, wantStatus)
+			}
+			if !hasEvent(f.events(), "Normal "+ReasonSuccessfulUpdateInPlace) {
+				t.Errorf("no %s event: %v", ReasonSuccessfulUpdateInPlace, f.events())
+			}
+
+			// Any other change recreates.
+			ds = f.set(ds).DeepCopy()
+			ds.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: "b"}}
+			ds.Generation++
+			f.update(ds)
+			f.mustSync(ds)
+			if d := len(f.podDeletes()); d != 1 {
+				t.Errorf("an env change deleted %d pods in its first sync, want 1 (recreate, maxUnavailable 1)", d)
+			}
+			if p, _ := f.podWrites(); p != 0 {
+				t.Errorf("an env change patched %d pods in place", p)
+			}
+		})
+	}
+}
+
+// TestInPlaceNeedsAMatchingGate: pods made before the set asked for the
+// gate are recreated (so they get it), not patched.
+func TestInPlaceNeedsAMatchingGate(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 2)
+	ds := newSet("agent")
+	addSetWithRevision(f, ds)
+	f.settle(ds)
+	f.kubelet()
+
+	ds = f.set(ds).DeepCopy()
+	ds.Spec.UpdateStrategy.RollingUpdate.PodUpdatePolicy = everynodev1alpha1.PodUpdateInPlaceIfPossible
+	f.update(ds)
+	ds = f.changeTemplate(ds, "agent:2")
+	f.mustSync(ds)
+	if p, _ := f.podWrites(); p != 0 || len(f.podDeletes()) != 1 {
+		t.Errorf("%d in-place patches, %d deletes; want 0 and 1", p, len(f.podDeletes()))
+	}
+}
+
+// TestGateOpenings is the rule for which pods' gates the controller opens.
+func TestGateOpenings(t *testing.T) {
+	ds := inPlaceSet(true)
+	hash := revisionHash(ds)
+	gated := func(status corev1.ConditionStatus) podOpt {
+		return func(p *corev1.Pod) {
+			placement.WithInPlaceGate(p)
+			if status != "" {
+				p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: everynodev1alpha1.ConditionInPlaceUpdateReady, Status: status})
+			}
+		}
+	}
+	updating := func(p *corev1.Pod) {
+		u := placement.InPlaceUpdate{Revision: placement.RevisionHash(p), Containers: []placement.InPlaceContainer{{Name: "agent", ImageID: "sha256:old"}}}
+		p.Annotations[everynodev1alpha1.AnnotationInPlaceUpdate] = u.String()
+	}
+	tests := map[string]struct {
+		pod  *corev1.Pod
+		held bool
+		want bool
+	}{
+		"new pod, no condition yet":               {pod: newPod(ds, "n", hash, gated("")), want: true},
+		"open already":                            {pod: newPod(ds, "n", hash, gated(corev1.ConditionTrue))},
+		"closed, update not done":                 {pod: newPod(ds, "n", hash, gated(corev1.ConditionFalse), updating)},
+		"closed, no update recorded":              {pod: newPod(ds, "n", hash, gated(corev1.ConditionFalse)), want: true},
+		"not gated":                               {pod: newPod(ds, "n", hash)},
+		"old pod, closed, the rollout will patch": {pod: newPod(ds, "n", "old", gated(corev1.ConditionFalse))},
+		"old pod, closed, held by the rollout":    {pod: newPod(ds, "n", "old", gated(corev1.ConditionFalse)), held: true, want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			v := buildView(ds, []*corev1.Node{newNode("n", nil)}, []*corev1.Pod{tc.pod}, hash, t0)
+			got := planGateOpenings(v, func(*nodeState) bool { return tc.held })
+			if (len(got) == 1) != tc.want {
+				t.Errorf("opens %d gates, want open = %v", len(got), tc.want)
+			}
+		})
+	}
+}
