@@ -297,3 +297,44 @@ func TestKubeletImageChangeRestartsContainer(t *testing.T) {
 	}
 	t.Logf("after the patch: %s", describePod(p))
 }
+
+// A pod's readiness gates hold its Ready condition, as a kubelet holds it:
+// a new pod with a gate whose condition nobody wrote is Running with its
+// containers ready and the pod not Ready; writing the gate's condition True
+// makes the pod Ready, and False takes Ready away again.
+func TestKubeletReadinessGate(t *testing.T) {
+	ns := newNamespace(t)
+	node := kubeletNode(t)
+	const gate = "example.com/gate"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "gated", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeName:       node,
+			Containers:     []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}},
+			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: gate}},
+		},
+	}
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the pod Running, its containers ready, not Ready", func() (bool, string, error) {
+		p := getPod(t, ns, "gated")
+		return p.Status.Phase == corev1.PodRunning && podCondition(p, corev1.ContainersReady) == corev1.ConditionTrue &&
+			podCondition(p, corev1.PodReady) == corev1.ConditionFalse, describePod(p), nil
+	})
+	// Nothing else happens on its own.
+	time.Sleep(2 * time.Second)
+	if p := getPod(t, ns, "gated"); podCondition(p, corev1.PodReady) != corev1.ConditionFalse || podCondition(p, gate) != "" {
+		t.Fatalf("the gate opened by itself: %s, gate %q", describePod(p), podCondition(p, gate))
+	}
+	for _, status := range []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionTrue} {
+		patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":%q}]}}`, gate, status)
+		if _, err := kube.CoreV1().Pods(ns).Patch(ctx(t), "gated", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatalf("write the gate's condition: %v", err)
+		}
+		eventually(t, time.Minute, "Ready "+string(status), func() (bool, string, error) {
+			p := getPod(t, ns, "gated")
+			return podCondition(p, corev1.PodReady) == status && podCondition(p, corev1.ContainersReady) == corev1.ConditionTrue, describePod(p), nil
+		})
+	}
+}
