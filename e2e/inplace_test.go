@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+)
+
+// In-place updates: kwok plays the kubelet's part (e2e/kwok: a running
+// pod whose image changes restarts that container after a second).
+
+const inPlaceNodes, inPlaceMaxUnavailable = 6, 2
+
+// podRecord is what an in-place update must keep of a pod.
+type podRecord struct {
+	uid, ip  string
+	restarts int32
+}
+
+func recordPods(t *testing.T, ns, set string) map[string]podRecord {
+	t.Helper()
+	out := map[string]podRecord{}
+	for _, p := range daemonPods(t, ns, set) {
+		var restarts int32
+		for _, cs := range p.Status.ContainerStatuses {
+			restarts += cs.RestartCount
+		}
+		out[p.Spec.NodeName] = podRecord{uid: string(p.UID), ip: p.Status.PodIP, restarts: restarts}
+	}
+	return out
+}
+
+// outOfService reports whether a pod is out of service as a user sees it:
+// not Ready, its in-place gate not True, or a container not yet running
+// the image of its spec.
+func outOfService(p *corev1.Pod) bool {
+	if podCondition(p, corev1.PodReady) != corev1.ConditionTrue {
+		return true
+	}
+	for _, g := range p.Spec.ReadinessGates {
+		if podCondition(p, g.ConditionType) != corev1.ConditionTrue {
+			return true
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		if cs := containerStatus(p, c.Name); cs == nil || cs.Image != c.Image {
+			return true
+		}
+	}
+	return false
+}
+
+// serviceWatch watches a namespace's pods and keeps the most pods out of
+// service at once, and every pod created or deleted, from start to stop.
+type serviceWatch struct {
+	mu       sync.Mutex
+	down     map[string]bool
+	mostDown int
+	created  []string
+	deleted  []string
+	stop     func()
+	done     chan struct{}
+}
+
+func watchService(t *testing.T, ns string) *serviceWatch {
+	t.Helper()
+	list, err := kube.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kube.CoreV1().Pods(ns).Watch(ctx(t), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &serviceWatch{down: map[string]bool{}, stop: w.Stop, done: make(chan struct{})}
+	for i := range list.Items {
+		s.down[list.Items[i].Name] = outOfService(&list.Items[i])
+	}
+	go func() {
+		defer close(s.done)
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			s.mu.Lock()
+			switch {
+			case ev.Type == watch.Added:
+				s.created = append(s.created, p.Name)
+			case ev.Type == watch.Deleted:
+				s.deleted = append(s.deleted, p.Name)
+			case p.DeletionTimestamp != nil && !contains(s.deleted, p.Name):
+				s.deleted = append(s.deleted, p.Name)
+			}
+			if ev.Type == watch.Deleted {
+				delete(s.down, p.Name)
+			} else {
+				s.down[p.Name] = outOfService(p)
+			}
+			n := 0
+			for _, d := range s.down {
+				if d {
+					n++
+				}
+			}
+			s.mostDown = max(s.mostDown, n)
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// finish stops the watch and returns what it saw.
+func (s *serviceWatch) finish() (mostDown int, created, deleted []string) {
+	s.stop()
+	<-s.done
+	return s.mostDown, s.created, s.deleted
+}
+
+func inPlaceEvents(t *testing.T, ns string) int {
+	t.Helper()
+	list, err := kube.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Reason == "SuccessfulUpdateInPlace" {
+			n += int(max(e.Count, 1))
+		}
+	}
+	return n
+}
+
+// An image-only update under InPlaceIfPossible, on 6 nodes with
+// maxUnavailable 2: every pod keeps its UID and IP, its container restarts
+// once, no pod is created or deleted, and never more than 2 pods are out of
+// service (Ready, the gate, or the running image, from a watch of every pod
+// change). An image-only rollback is in place too. Dropping the gate
+// recreates the pods once (to drop it), and the next image update is in
+// place without it. Then an env change recreates every pod.
+func TestInPlaceUpdate(t *testing.T) {
+	ns := newNamespace(t)
+	sel := map[string]string{scenarioLabel: "inplace-" + randSuffix()}
+	nodes := createNodes(t, "inplace", inPlaceNodes, sel)
+	ds := simpleSet(ns, "agent", sel)
+	ds.Spec.UpdateStrategy.RollingUpdate = &everynodev1alpha1.RollingUpdateDaemonSet{
+		MaxUnavailable:  ptr.To(intstr.FromInt32(inPlaceMaxUnavailable)),
+		PodUpdatePolicy: everynodev1alpha1.PodUpdateInPlaceIfPossible,
+	}
+	createSet(t, ds)
+	const v1, v2 = "registry.example/agent:v1", "registry.example/agent:v2"
+	eventually(t, settle, "v1 everywhere, gates open", rolledOut(t, ns, "agent", nodes, v1))
+	for _, p := range daemonPods(t, ns, "agent") {
+		if len(p.Spec.ReadinessGates) != 1 || p.Spec.ReadinessGates[0].ConditionType != everynodev1alpha1.ConditionInPlaceUpdateReady {
+			t.Fatalf("pod %s has readiness gates %v, want the in-place gate", p.Name, p.Spec.ReadinessGates)
+		}
+	}
+
+	// countEvents: the event recorder lets 25 events of one set through,
+	// then one per 5 minutes, so only the first step's can be counted.
+	step := func(what, img string, countEvents bool, change func(*everynodev1alpha1.DaemonSet)) {
+		t.Helper()
+		before := recordPods(t, ns, "agent")
+		events := inPlaceEvents(t, ns)
+		w := watchService(t, ns)
+		updateSet(t, ns, "agent", change)
+		eventually(t, settle, what, rolledOut(t, ns, "agent", nodes, img))
+		mostDown, created, deleted := w.finish()
+		after := recordPods(t, ns, "agent")
+		t.Logf("%s: at most %d of %d pods out of service; %d created, %d deleted; %d in-place events",
+			what, mostDown, len(nodes), len(created), len(deleted), inPlaceEvents(t, ns)-events)
+		if mostDown > inPlaceMaxUnavailable {
+			t.Errorf("%s: %d pods out of service at once, maxUnavailable %d", what, mostDown, inPlaceMaxUnavailable)
+		}
+		if len(created)+len(deleted) > 0 {
+			t.Errorf("%s: pods created %v, deleted %v; an in-place update makes none", what, created, deleted)
+		}
+		var changed []string
+		for node, b := range before {
+			a := after[node]
+			if a.uid != b.uid || a.ip != b.ip || a.restarts != b.restarts+1 {
+				changed = append(changed, fmt.Sprintf("%s: uid %s->%s ip %s->%s restarts %d->%d", node, b.uid, a.uid, b.ip, a.ip, b.restarts, a.restarts))
+			}
+		}
+		sort.Strings(changed)
+		if len(changed) > 0 {
+			t.Errorf("%s: want the same UID and IP and one more restart on every node:\n%s", what, strings.Join(changed, "\n"))
+		}
+		if got := inPlaceEvents(t, ns) - events; countEvents && got != len(nodes) {
+			t.Errorf("%s: %d SuccessfulUpdateInPlace events, want %d", what, got, len(nodes))
+		}
+	}
+
+	step("v2 in place", v2, true, func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = v2 })
+
+	revs := revisions(t, ns, "agent")
+	var first struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(revs[0].Data.Raw, &first); err != nil {
+		t.Fatal(err)
+	}
+	step("rollback to v1 in place", v1, false, func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template = first.Spec.Template })
+
+	t.Log("without the gate: the gated pods are recreated once, then updated in place")
+	const v3 = "registry.example/agent:v3"
+	before := recordPods(t, ns, "agent")
+	updateSet(t, ns, "agent", func(ds *everynodev1alpha1.DaemonSet) {
+		ds.Spec.UpdateStrategy.RollingUpdate.InPlaceReadinessGate = ptr.To(false)
+		ds.Spec.Template.Spec.Containers[0].Image = v3
+	})
+	eventually(t, settle, "v3 everywhere", rolledOut(t, ns, "agent", nodes, v3))
+	for _, p := range daemonPods(t, ns, "agent") {
+		if before[p.Spec.NodeName].uid == string(p.UID) || len(p.Spec.ReadinessGates) != 0 {
+			t.Errorf("pod %s on %s: kept its UID or its gate (%v) when the set dropped the gate", p.Name, p.Spec.NodeName, p.Spec.ReadinessGates)
+		}
+	}
+	// With no gate, a patched pod stays Ready until the kubelet restarts
+	// its container (a second, in kwok): only the controller's own count
+	// keeps the budget.
+	step("v2 in place, no gate", v2, false, func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = v2 })
+
+	t.Log("an env change recreates")
+	before = recordPods(t, ns, "agent")
+	updateSet(t, ns, "agent", func(ds *everynodev1alpha1.DaemonSet) {
+		ds.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "b"}}
+	})
+	eventually(t, settle, "the env change everywhere", func() (bool, string, error) {
+		ok, msg, err := podsOnNodes(t, ns, "agent", nodes, func(p *corev1.Pod) string {
+			if len(p.Spec.Containers[0].Env) != 1 {
+				return "old env"
+			}
+			return ""
+		})
+		if !ok || err != nil {
+			return ok, msg, err
+		}
+		return rolledOut(t, ns, "agent", nodes, v2)()
+	})
+	for node, a := range recordPods(t, ns, "agent") {
+		if a.uid == before[node].uid {
+			t.Errorf("node %s: pod %s kept its UID across an env change", node, a.uid)
+		}
+	}
+}
