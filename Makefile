@@ -70,6 +70,10 @@ bench: tools build ## everynode against the built-in DaemonSet controller (NODES
 bench-churn: tools build ## Nodes join while one of ten sets rolls: per-node wait, everynode against upstream (NODES=1000)
 	BENCH_ARGS="--scenario=churn $(BENCH_ARGS)" e2e/hack/bench.sh
 
+.PHONY: bench-inplace
+bench-inplace: tools build ## The image update in place (with and without its gate) against upstream's recreate (NODES=1000)
+	BENCH_ARGS="--scenario=inplace $(BENCH_ARGS)" e2e/hack/bench.sh
+
 .PHONY: fuzz
 fuzz: ## Every fuzz target for FUZZTIME (30s) from its corpus in testdata/fuzz; SAVE=1 keeps what it finds
 	hack/fuzz.sh $(if $(SAVE),--save)

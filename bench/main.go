@@ -31,8 +31,8 @@ type config struct {
 	clientCert, clientKey, auditLog    string
 	phaseTimeout                       time.Duration
 	dry                                bool
-	// scenario is "rounds" (rollout, updates, join waves) or "churn"
-	// (churn.go).
+	// scenario is "rounds" (rollout, updates, join waves), "churn"
+	// (churn.go) or "inplace" (inplace.go).
 	scenario string
 	// profileDir, when set, gets CPU profiles of each join wave
 	// (profile.go); profileURLs are more processes to profile, name=url.
@@ -74,14 +74,14 @@ func main() {
 	flag.StringVar(&c.auditLog, "audit-log", "", "kube-apiserver audit log (requests per client)")
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.BoolVar(&c.dry, "dry", false, "check the setup and exit")
-	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go)`)
+	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "inplace": the image update in place against upstream's recreate (inplace.go)`)
 	flag.StringVar(&c.profileDir, "profile-joins", "", "directory for CPU profiles of every process over each join wave (a diagnostic: off by default)")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 3, "length of each join wave's CPU profiles, from the wave's first node create")
 	flag.Var(&c.profileURLs, "profile-url", "another process to profile over the join waves, as name=base URL of its /debug/pprof (repeatable)")
 	flag.Parse()
 
-	if c.scenario != "rounds" && c.scenario != "churn" {
-		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\" or \"churn\"\n", c.scenario)
+	if c.scenario != "rounds" && c.scenario != "churn" && c.scenario != "inplace" {
+		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\" or \"inplace\"\n", c.scenario)
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -160,6 +160,26 @@ func run(ctx context.Context, c config) error {
 	b := &bench{c: c, cs: cs, w: w, t: t, m: m, procs: procs}
 	b.baseline(ctx)
 	start := time.Now()
+	if c.scenario == "inplace" {
+		var runs []*inPlaceResult
+		for r := 1; r <= c.rounds; r++ {
+			for _, v := range inPlaceVariants {
+				res, err := b.inPlaceOnce(ctx, v, r)
+				if err != nil {
+					return fmt.Errorf("%s in-place round %d: %w", v.name, r, err)
+				}
+				runs = append(runs, res)
+			}
+			done := c
+			done.rounds = r
+			md, err := writeInPlaceReport(done, runs, start)
+			if err != nil {
+				return err
+			}
+			logf("round %d of %d written to %s", r, c.rounds, md)
+		}
+		return nil
+	}
 	if c.scenario == "churn" {
 		var runs []*churnResult
 		for r := 1; r <= c.rounds; r++ {

@@ -110,7 +110,7 @@ func (t *tracker) observe(o any) {
 	if _, ok := t.boundAt[string(p.UID)]; !ok && p.Spec.NodeName != "" {
 		t.boundAt[string(p.UID)] = now
 	}
-	if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && placement.IsPodAvailable(p, 0, now) {
+	if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && serving(p, now) {
 		k := p.Spec.NodeName + "|" + image(p)
 		if _, ok := t.firstAvailable[k]; !ok {
 			t.firstAvailable[k] = now
@@ -146,6 +146,26 @@ func (t *tracker) doneAt(img string, update bool) time.Time {
 		}
 	}
 	return last
+}
+
+// serving reports whether a pod is available and each of its containers
+// runs the image of its spec: a pod updated in place stays Ready for the
+// moment between the patch and the kubelet stopping the old container, and
+// must not count as running the new image then.
+func serving(p *corev1.Pod, now time.Time) bool {
+	if !placement.IsPodAvailable(p, 0, now) {
+		return false
+	}
+	for _, c := range p.Spec.Containers {
+		ok := false
+		for _, s := range p.Status.ContainerStatuses {
+			ok = ok || (s.Name == c.Name && s.Image == c.Image)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func image(p *corev1.Pod) string {
@@ -217,7 +237,7 @@ func (t *tracker) state(img string) state {
 			s.old++
 			continue
 		}
-		if p.Spec.NodeName != "" && placement.IsPodAvailable(p, 0, now) {
+		if p.Spec.NodeName != "" && serving(p, now) {
 			nodes[p.Spec.NodeName] = true
 		}
 	}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The in-place scenario (issue 33, --scenario=inplace): a rolling update of
+// the image, maxUnavailable 10%, at equal client QPS:
+//
+//   - upstream: apps/v1, kube-controller-manager, recreating each pod;
+//   - everynode in place: podUpdatePolicy InPlaceIfPossible with the
+//     readiness gate (the default): gate False, patch, gate True;
+//   - everynode in place, no gate: inPlaceReadinessGate false: the patch.
+//
+// Per variant: create the set, wait for it on every node, let the cluster
+// go quiet, then time the update from the patch of the set until every
+// node runs an available pod whose container runs the new image (kwok
+// restarts a patched container a second after the change, e2e/kwok), and
+// count the controller's requests in that window from the audit log.
+
+// inPlaceVariant is one side of the comparison.
+type inPlaceVariant struct {
+	name string
+	sys  system
+	// rollingUpdate is the set's spec.updateStrategy.rollingUpdate.
+	rollingUpdate map[string]any
+}
+
+var inPlaceVariants = []inPlaceVariant{
+	{name: "upstream (recreate)", sys: upstream,
+		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": 0}},
+	{name: "everynode in place", sys: everynode,
+		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": 0, "podUpdatePolicy": "InPlaceIfPossible"}},
+	{name: "everynode in place, no gate", sys: everynode,
+		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": 0, "podUpdatePolicy": "InPlaceIfPossible", "inPlaceReadinessGate": false}},
+}
+
+// inPlaceResult is one variant's run.
+type inPlaceResult struct {
+	variant string
+	round   int
+	// update is the update's seconds, NaN on timeout.
+	update float64
+	// requests are the controller's requests in the update's window, by
+	// "verb resource"; podsMade the pods created in it.
+	requests map[string]int
+	total    int
+	podsMade int
+}
+
+func (b *bench) inPlaceOnce(ctx context.Context, v inPlaceVariant, round int) (*inPlaceResult, error) {
+	lbl := fmt.Sprintf("[%s r%d]", v.name, round)
+	res := &inPlaceResult{variant: v.name, round: round}
+	b.quiet(ctx, lbl, 5*time.Minute)
+	b.t.resetSeen()
+	obj := b.w.object(v.sys, image1)
+	_ = unstructured.SetNestedMap(obj.Object, map[string]any{"type": "RollingUpdate", "rollingUpdate": v.rollingUpdate}, "spec", "updateStrategy")
+	logf("%s rollout on %d nodes", lbl, b.c.nodes)
+	t0 := time.Now()
+	if _, err := b.w.dyn.Resource(v.sys.gvr).Namespace(benchNamespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating %s DaemonSet: %w", v.name, err)
+	}
+	b.wait(ctx, lbl+" rollout", t0, image1, false)
+	if v.sys.name == everynode.name {
+		b.flushDeferred(ctx, lbl)
+	}
+	b.settle(ctx, lbl)
+	b.quiet(ctx, lbl, 5*time.Minute)
+
+	before := b.m.snapshot(ctx)
+	b.t.resetSeen()
+	logf("%s rolling update of the image, maxUnavailable 10%%", lbl)
+	t1 := time.Now()
+	patch, _ := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": image2}})
+	if _, err := b.w.dyn.Resource(v.sys.gvr).Namespace(benchNamespace).Patch(ctx, "fluentd-elasticsearch", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		return nil, fmt.Errorf("patching %s DaemonSet: %w", v.name, err)
+	}
+	res.update = b.wait(ctx, lbl+" update", t1, image2, true)
+	if v.sys.name == everynode.name {
+		b.flushDeferred(ctx, lbl)
+	}
+	// The audit log is written asynchronously: give it a moment.
+	time.Sleep(3 * time.Second)
+	end := time.Now()
+	res.podsMade = b.t.podsMade()
+	if b.c.auditLog != "" {
+		aw, err := readAudit(b.c.auditLog, before.auditOffset, t1, end)
+		if err != nil {
+			logf("%s warning: %v", lbl, err)
+		}
+		ctrl := clientKCM
+		if v.sys.name == everynode.name {
+			ctrl = clientEverynode
+		}
+		res.requests, res.total = aw.byVerbResource[ctrl], aw.byClient[ctrl]
+	}
+	logf("%s update %.1fs; %d controller requests (%.2f per pod), %d pods made: %v",
+		lbl, res.update, res.total, float64(res.total)/float64(b.c.nodes), res.podsMade, res.requests)
+
+	logf("%s cleaning up", lbl)
+	if err := b.w.teardown(ctx, v.sys, b.t); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// writeInPlaceReport writes <out>/<N>-nodes-inplace.md: the update times
+// and requests per pod of every variant, with the tie rule against
+// upstream's recreate.
+func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (string, error) {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "# Rolling update in place, %d nodes\n\n", c.nodes)
+	fmt.Fprintf(&sb, "%s, everynode %s, %d rounds of the variants alternated, all at client QPS %d, burst %d. "+
+		"The image of the set changes, maxUnavailable 10%%: upstream (apps/v1, kube-controller-manager) recreates each pod; "+
+		"everynode patches it in place, with its readiness gate (gate False, patch, gate True) and without. "+
+		"Figure: from the set's patch until every node has an available pod whose container runs the new image (kwok restarts a "+
+		"patched container after one second, e2e/kwok). Requests: the controller's, from the audit log, in that window. "+
+		"Each cell: median (min–max) over the rounds; a ratio (variant / upstream) counts only where the medians differ by more "+
+		"than the larger spread, otherwise tie.\n\n",
+		start.Format("2006-01-02 15:04"), c.rev, c.rounds, c.qps, c.burst)
+	get := func(name string, f func(*inPlaceResult) float64) summary {
+		var xs []float64
+		for _, r := range runs {
+			if r.variant == name {
+				xs = append(xs, f(r))
+			}
+		}
+		return summarize(xs)
+	}
+	update := func(r *inPlaceResult) float64 { return r.update }
+	perPod := func(r *inPlaceResult) float64 { return float64(r.total) / float64(c.nodes) }
+	base := get(inPlaceVariants[0].name, update)
+	sb.WriteString("| variant | update s | ratio to upstream | controller requests per pod | pods created |\n|---|---|---|---|---|\n")
+	for _, v := range inPlaceVariants {
+		s := get(v.name, update)
+		ratio := "–"
+		if v.sys.name != upstream.name && base.median > 0 && !math.IsNaN(s.median) {
+			ratio = fmt.Sprintf("%.2f", s.median/base.median)
+			if math.Abs(s.median-base.median) <= math.Max(base.max-base.min, s.max-s.min) {
+				ratio += " (tie)"
+			}
+		}
+		made := get(v.name, func(r *inPlaceResult) float64 { return float64(r.podsMade) })
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s |\n", v.name, fmtSummary(s), ratio, fmtSummary(get(v.name, perPod)), fmtNum(made.median))
+	}
+	sb.WriteString("\nRequests by verb and resource, per run:\n\n| run | update s | requests | by verb and resource |\n|---|---|---|---|\n")
+	sorted := append([]*inPlaceResult(nil), runs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].round < sorted[j].round })
+	for _, r := range sorted {
+		var keys []string
+		for k := range r.requests {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d", k, r.requests[k]))
+		}
+		fmt.Fprintf(&sb, "| %s r%d | %s | %d | %s |\n", r.variant, r.round, fmtNum(r.update), r.total, strings.Join(parts, ", "))
+	}
+	path := reportBase(c.out, c.nodes) + "-inplace.md"
+	return path, os.WriteFile(path, []byte(sb.String()), 0o644)
+}
