@@ -31,6 +31,8 @@ import (
 
 // inPlaceVariant is one side of the comparison.
 type inPlaceVariant struct {
+	// key names it in --inplace-variants.
+	key  string
 	name string
 	sys  system
 	// rollingUpdate is the set's spec.updateStrategy.rollingUpdate.
@@ -38,12 +40,12 @@ type inPlaceVariant struct {
 }
 
 var inPlaceVariants = []inPlaceVariant{
-	{name: "upstream (recreate)", sys: upstream,
-		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": 0}},
-	{name: "everynode in place", sys: everynode,
-		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": 0, "podUpdatePolicy": "InPlaceIfPossible"}},
-	{name: "everynode in place, no gate", sys: everynode,
-		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": 0, "podUpdatePolicy": "InPlaceIfPossible", "inPlaceReadinessGate": false}},
+	{key: "upstream", name: "upstream (recreate)", sys: upstream,
+		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": int64(0)}},
+	{key: "gate", name: "everynode in place", sys: everynode,
+		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": int64(0), "podUpdatePolicy": "InPlaceIfPossible"}},
+	{key: "nogate", name: "everynode in place, no gate", sys: everynode,
+		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": int64(0), "podUpdatePolicy": "InPlaceIfPossible", "inPlaceReadinessGate": false}},
 }
 
 // inPlaceResult is one variant's run.
@@ -143,6 +145,9 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 	base := get(inPlaceVariants[0].name, update)
 	sb.WriteString("| variant | update s | ratio to upstream | controller requests per pod | pods created |\n|---|---|---|---|---|\n")
 	for _, v := range inPlaceVariants {
+		if get(v.name, update).n == 0 {
+			continue
+		}
 		s := get(v.name, update)
 		ratio := "–"
 		if v.sys.name != upstream.name && base.median > 0 && !math.IsNaN(s.median) {
@@ -171,4 +176,25 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 	}
 	path := reportBase(c.out, c.nodes) + "-inplace.md"
 	return path, os.WriteFile(path, []byte(sb.String()), 0o644)
+}
+
+// selectedVariants returns the variants whose keys are listed (comma
+// separated), all of them when keys is empty.
+func selectedVariants(keys string) ([]inPlaceVariant, error) {
+	if keys == "" {
+		return inPlaceVariants, nil
+	}
+	var out []inPlaceVariant
+	for _, k := range strings.Split(keys, ",") {
+		found := false
+		for _, v := range inPlaceVariants {
+			if v.key == k {
+				out, found = append(out, v), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("--inplace-variants: unknown variant %q (want upstream, gate, nogate)", k)
+		}
+	}
+	return out, nil
 }

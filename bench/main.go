@@ -34,6 +34,9 @@ type config struct {
 	// scenario is "rounds" (rollout, updates, join waves), "churn"
 	// (churn.go) or "inplace" (inplace.go).
 	scenario string
+	// inPlaceVariants are the keys of the in-place scenario's variants to
+	// run (inplace.go), all when empty.
+	inPlaceVariants string
 	// profileDir, when set, gets CPU profiles of each join wave
 	// (profile.go); profileURLs are more processes to profile, name=url.
 	profileDir     string
@@ -75,6 +78,7 @@ func main() {
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.BoolVar(&c.dry, "dry", false, "check the setup and exit")
 	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "inplace": the image update in place against upstream's recreate (inplace.go)`)
+	flag.StringVar(&c.inPlaceVariants, "inplace-variants", "", "with --scenario=inplace: the variants to run, comma separated (upstream, gate, nogate); empty: all")
 	flag.StringVar(&c.profileDir, "profile-joins", "", "directory for CPU profiles of every process over each join wave (a diagnostic: off by default)")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 3, "length of each join wave's CPU profiles, from the wave's first node create")
 	flag.Var(&c.profileURLs, "profile-url", "another process to profile over the join waves, as name=base URL of its /debug/pprof (repeatable)")
@@ -161,9 +165,13 @@ func run(ctx context.Context, c config) error {
 	b.baseline(ctx)
 	start := time.Now()
 	if c.scenario == "inplace" {
+		variants, err := selectedVariants(c.inPlaceVariants)
+		if err != nil {
+			return err
+		}
 		var runs []*inPlaceResult
 		for r := 1; r <= c.rounds; r++ {
-			for _, v := range inPlaceVariants {
+			for _, v := range variants {
 				res, err := b.inPlaceOnce(ctx, v, r)
 				if err != nil {
 					return fmt.Errorf("%s in-place round %d: %w", v.name, r, err)
