@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 func withRestarts(n int32) podOpt {
@@ -24,6 +25,21 @@ func withRestarts(n int32) podOpt {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent"}}
 		}
 		p.Status.ContainerStatuses[0].RestartCount = n
+	}
+}
+
+// updatedInPlace records an in-place update of the pod's own revision at
+// at, which left it with restarts, and whose container has not restarted
+// yet (same imageID): the pod is not available.
+func updatedInPlace(at time.Time, restarts int32) podOpt {
+	return func(p *corev1.Pod) {
+		if len(p.Status.ContainerStatuses) == 0 {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent"}}
+		}
+		p.Status.ContainerStatuses[0].ImageID = "sha256:old"
+		u := placement.InPlaceUpdate{Revision: placement.RevisionHash(p), Time: at, Restarts: restarts,
+			Containers: []placement.InPlaceContainer{{Name: "agent", ImageID: "sha256:old"}}}
+		p.Annotations[everynodev1alpha1.AnnotationInPlaceUpdate] = u.String()
 	}
 }
 
@@ -63,6 +79,12 @@ func TestFailingPods(t *testing.T) {
 		"not ready, past the deadline":      {opts: []podOpt{createdAt(now.Add(-11 * minute)), notReady}, wantState: "not ready"},
 		"not available before the deadline": {opts: []podOpt{createdAt(now.Add(-minute)), notReady}, wantNext: now.Add(-minute + 10*minute + time.Second)},
 		"an old revision's pod":             {podHash: "old", opts: []podOpt{createdAt(now.Add(-minute)), crashLooping, withRestarts(9)}},
+		// A pod updated in place is as old as its update, and its restarts
+		// count from those the update left it with.
+		"in place a minute ago, not yet available": {opts: []podOpt{createdAt(now.Add(-2 * time.Hour)), withRestarts(6), updatedInPlace(now.Add(-minute), 6)}, wantNext: now.Add(-minute + 10*minute + time.Second)},
+		"in place, restarts before it":             {opts: []podOpt{createdAt(now.Add(-2 * time.Hour)), crashLooping, withRestarts(8), updatedInPlace(now.Add(-minute), 6)}, wantNext: now.Add(-minute + 10*minute + time.Second)},
+		"in place, crash loop past maxRestarts":    {opts: []podOpt{createdAt(now.Add(-2 * time.Hour)), crashLooping, withRestarts(9), updatedInPlace(now.Add(-minute), 6)}, wantState: "CrashLoopBackOff, 9 restarts"},
+		"in place, past the deadline":              {opts: []podOpt{createdAt(now.Add(-2 * time.Hour)), withRestarts(6), updatedInPlace(now.Add(-11*minute), 6)}, wantState: "ready, not yet available, 6 restarts"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
