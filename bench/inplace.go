@@ -55,7 +55,9 @@ type inPlaceResult struct {
 	// update is the update's seconds, NaN on timeout.
 	update float64
 	// requests are the controller's requests in the update's window, by
-	// "verb resource"; podsMade the pods created in it.
+	// "verb resource" (everynode's "create pods" includes its validating
+	// webhook's server-side dry run of the new template: same identity);
+	// podsMade the pods created in it that are still there.
 	requests map[string]int
 	total    int
 	podsMade int
@@ -95,7 +97,7 @@ func (b *bench) inPlaceOnce(ctx context.Context, v inPlaceVariant, round int) (*
 	// The audit log is written asynchronously: give it a moment.
 	time.Sleep(3 * time.Second)
 	end := time.Now()
-	res.podsMade = b.t.podsMade()
+	res.podsMade = b.t.createdSince(t1)
 	if b.c.auditLog != "" {
 		aw, err := readAudit(b.c.auditLog, before.auditOffset, t1, end)
 		if err != nil {
@@ -127,7 +129,7 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 		"The image of the set changes, maxUnavailable 10%%: upstream (apps/v1, kube-controller-manager) recreates each pod; "+
 		"everynode patches it in place, with its readiness gate (gate False, patch, gate True) and without. "+
 		"Figure: from the set's patch until every node has an available pod whose container runs the new image (kwok restarts a "+
-		"patched container after one second, e2e/kwok). Requests: the controller's, from the audit log, in that window. "+
+		"patched container after one second, e2e/kwok). Requests: the controller's, from the audit log, in that window (everynode's one \"create pods\" is its validating webhook's dry run of the new template, made under the same identity). "+
 		"Each cell: median (min–max) over the rounds; a ratio (variant / upstream) counts only where the medians differ by more "+
 		"than the larger spread, otherwise tie.\n\n",
 		start.Format("2006-01-02 15:04"), c.rev, c.rounds, c.qps, c.burst)

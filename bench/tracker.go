@@ -193,6 +193,22 @@ func (t *tracker) podsMade() int {
 	return len(t.seen)
 }
 
+// createdSince counts the live pods created at or after since (to the
+// second, the precision of creationTimestamp): podsMade counts every pod
+// seen since resetSeen, which for an update in place is every pod it
+// patched.
+func (t *tracker) createdSince(since time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, p := range t.pods {
+		if !p.CreationTimestamp.Time.Before(since.Truncate(time.Second)) {
+			n++
+		}
+	}
+	return n
+}
+
 // extraPods returns, for each "node|image" that got more than one pod since
 // the last reset, how many it got: a controller that made one pod per node
 // and revision leaves this empty.
