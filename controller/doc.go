@@ -42,6 +42,12 @@
 //   - Rolling updates add partition, a canary node selector and pause
 //     (rolloutPolicy), and conditions say why a rollout waits
 //     (conditions.go).
+//   - With podUpdatePolicy InPlaceIfPossible, an old pod whose revision
+//     differs in images only is patched rather than deleted (inplace.go):
+//     the same choice of pods within maxUnavailable, a pod that counts as
+//     unavailable until its new containers are ready, and an optional
+//     readiness gate the controller closes before the patch and opens
+//     after. Expectations track those patches per pod, as deletions.
 //   - Pacing: see package pacing.
 //
 // The informer handlers (handlers.go, nodes.go) only resolve an object to
