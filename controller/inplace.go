@@ -3,8 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -146,23 +144,18 @@ func (c *Controller) updateInPlace(ctx context.Context, v *setView, pods []*daem
 	c.state.expectUpdates(key, keys)
 	logger.V(4).Info("Updating daemon pods in place", "count", len(pods))
 
-	var (
-		errs errorList
-		wg   sync.WaitGroup
-	)
-	for i, p := range pods {
-		wg.Go(func() {
-			if err := c.updatePodInPlace(ctx, v, p); err != nil {
-				c.state.updateObserved(key, keys[i])
-				if !apierrors.IsNotFound(err) {
-					logger.V(2).Info("Failed to update daemon pod in place", "pod", klog.KObj(p.Pod), "err", err)
-					errs.add(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errs.join()
+	return allAtOnce(pods, func(i int, p *daemonPod) error {
+		err := c.updatePodInPlace(ctx, v, p)
+		if err == nil {
+			return nil
+		}
+		c.state.updateObserved(key, keys[i])
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		logger.V(2).Info("Failed to update daemon pod in place", "pod", klog.KObj(p.Pod), "err", err)
+		return err
+	})
 }
 
 // updatePodInPlace closes p's gate if it has one and it is open, then
@@ -182,7 +175,7 @@ func (c *Controller) updatePodInPlace(ctx context.Context, v *setView, p *daemon
 		return err
 	}
 	now := c.clock.Now()
-	patch, ok := placement.InPlacePatch(p.Pod, target, v.hash, now)
+	patch, changes, ok := placement.InPlacePatch(p.Pod, target, v.hash, now)
 	if !ok {
 		// splitInPlace compared the revisions; the pod itself disagrees
 		// (edited by hand?). The next sync finds it still old; say why.
@@ -195,21 +188,7 @@ func (c *Controller) updatePodInPlace(ctx context.Context, v *setView, p *daemon
 			return err
 		}
 	}
-	return c.podControl.UpdatePodInPlace(ctx, v.ds, p.Pod, patch, describeImages(p.Pod, target))
-}
-
-// describeImages says which images an in-place update changes, for its
-// event: "app: a:1 -> a:2".
-func describeImages(pod, target *corev1.Pod) string {
-	var parts []string
-	for _, pair := range [][2][]corev1.Container{{pod.Spec.InitContainers, target.Spec.InitContainers}, {pod.Spec.Containers, target.Spec.Containers}} {
-		for i := range pair[0] {
-			if i < len(pair[1]) && pair[0][i].Image != pair[1][i].Image {
-				parts = append(parts, fmt.Sprintf("%s: %s -> %s", pair[0][i].Name, pair[0][i].Image, pair[1][i].Image))
-			}
-		}
-	}
-	return strings.Join(parts, ", ")
+	return c.podControl.UpdatePodInPlace(ctx, v.ds, p.Pod, patch, changes)
 }
 
 // openGates sets the in-place gate condition True on the pods
@@ -217,6 +196,9 @@ func describeImages(pod, target *corev1.Pod) string {
 // expected of them: a gate opened twice on a stale cache is one request
 // more, and the pod counts as unavailable until the cache shows it open.
 func (c *Controller) openGates(ctx context.Context, v *setView) error {
+	if v.gated == 0 {
+		return nil
+	}
 	var pol *rolloutPolicy
 	holds := func(st *nodeState) bool {
 		if pol == nil {
@@ -239,22 +221,15 @@ func (c *Controller) openGates(ctx context.Context, v *setView) error {
 		pods = pods[:c.burstReplicas]
 	}
 	now := c.clock.Now()
-	var (
-		errs errorList
-		wg   sync.WaitGroup
-	)
-	for _, p := range pods {
-		wg.Go(func() {
-			reason, message := "PodCreated", "no in-place update yet"
-			if p.inPlace != nil {
-				reason, message = "InPlaceUpdated", fmt.Sprintf("updated in place to revision %s", p.hash)
-			}
-			patch := placement.InPlaceGatePatch(corev1.ConditionTrue, reason, message, now)
-			if err := c.podControl.SetPodGate(ctx, v.ds, p.Pod, corev1.ConditionTrue, patch); err != nil && !apierrors.IsNotFound(err) {
-				errs.add(err)
-			}
-		})
-	}
-	wg.Wait()
-	return errs.join()
+	return allAtOnce(pods, func(_ int, p *daemonPod) error {
+		reason, message := "PodCreated", "no in-place update yet"
+		if p.inPlace != nil {
+			reason, message = "InPlaceUpdated", fmt.Sprintf("updated in place to revision %s", p.hash)
+		}
+		patch := placement.InPlaceGatePatch(corev1.ConditionTrue, reason, message, now)
+		if err := c.podControl.SetPodGate(ctx, v.ds, p.Pod, corev1.ConditionTrue, patch); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
 }

@@ -129,22 +129,32 @@ func (c *Controller) deletePods(ctx context.Context, ds *everynodev1alpha1.Daemo
 	logger := klog.FromContext(ctx)
 	key := cache.MetaObjectToName(ds)
 	logger.V(4).Info("Deleting daemon pods", "daemonset", klog.KObj(ds), "count", len(pods))
+	return allAtOnce(pods, func(i int, pod *corev1.Pod) error {
+		err := c.podControl.DeletePod(ctx, ds, pod.Namespace, pod.Name, pod.UID)
+		if err == nil {
+			return nil
+		}
+		c.state.deletionObserved(key, keys[i])
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		logger.V(2).Info("Failed to delete daemon pod", "daemonset", klog.KObj(ds), "pod", klog.KObj(pod), "err", err)
+		return err
+	})
+}
+
+// allAtOnce calls fn for every item, all at once (one request each), and
+// joins the errors they return.
+func allAtOnce[T any](items []T, fn func(i int, item T) error) error {
 	var (
 		errs errorList
 		wg   sync.WaitGroup
 	)
-	for i, pod := range pods {
+	for i, item := range items {
 		wg.Go(func() {
-			err := c.podControl.DeletePod(ctx, ds, pod.Namespace, pod.Name, pod.UID)
-			if err == nil {
-				return
+			if err := fn(i, item); err != nil {
+				errs.add(err)
 			}
-			c.state.deletionObserved(key, keys[i])
-			if apierrors.IsNotFound(err) {
-				return
-			}
-			logger.V(2).Info("Failed to delete daemon pod", "daemonset", klog.KObj(ds), "pod", klog.KObj(pod), "err", err)
-			errs.add(err)
 		})
 	}
 	wg.Wait()

@@ -60,12 +60,7 @@ func HasInPlaceGate(pod *corev1.Pod) bool {
 
 // InPlaceGateCondition returns the pod's in-place gate condition, or nil.
 func InPlaceGateCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == everynodev1alpha1.ConditionInPlaceUpdateReady {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
+	return podCondition(pod, everynodev1alpha1.ConditionInPlaceUpdateReady)
 }
 
 // ImagesOnlyChange reports whether moving a pod from one revision's
@@ -226,15 +221,18 @@ func containerStatus(pod *corev1.Pod, name string) (*corev1.ContainerStatus, *co
 // containers do not pair up by name, or no image differs: the pod must be
 // recreated. now is the update's time.
 //
+// changes says what it changes, for an event: "app: a:1 -> a:2, ...".
+//
 // A regular init container's new image is set but not waited for: it ran
 // to completion already, and the kubelet runs it again only when the pod's
 // sandbox is recreated. Restartable init containers (sidecars) restart.
-func InPlacePatch(pod, target *corev1.Pod, hash string, now time.Time) (patch []byte, ok bool) {
+func InPlacePatch(pod, target *corev1.Pod, hash string, now time.Time) (patch []byte, changes string, ok bool) {
 	type image struct {
 		Name  string `json:"name"`
 		Image string `json:"image"`
 	}
 	u := InPlaceUpdate{Revision: hash, Time: now, Restarts: Restarts(pod)}
+	var described []string
 	diff := func(have, want []corev1.Container, waited func(*corev1.Container) bool) ([]image, bool) {
 		if len(have) != len(want) {
 			return nil, false
@@ -248,6 +246,7 @@ func InPlacePatch(pod, target *corev1.Pod, hash string, now time.Time) (patch []
 				continue
 			}
 			out = append(out, image{Name: want[i].Name, Image: want[i].Image})
+			described = append(described, fmt.Sprintf("%s: %s -> %s", want[i].Name, have[i].Image, want[i].Image))
 			if waited(&have[i]) {
 				st, _ := containerStatus(pod, have[i].Name)
 				c := InPlaceContainer{Name: have[i].Name}
@@ -265,7 +264,7 @@ func InPlacePatch(pod, target *corev1.Pod, hash string, now time.Time) (patch []
 		return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 	})
 	if !ok1 || !ok2 || len(containers)+len(inits) == 0 {
-		return nil, false
+		return nil, "", false
 	}
 	p := map[string]any{
 		"metadata": map[string]any{
@@ -284,9 +283,9 @@ func InPlacePatch(pod, target *corev1.Pod, hash string, now time.Time) (patch []
 	p["spec"] = spec
 	raw, err := json.Marshal(p)
 	if err != nil {
-		return nil, false
+		return nil, "", false
 	}
-	return raw, true
+	return raw, strings.Join(described, ", "), true
 }
 
 // Restarts is the restart count of all the pod's containers, init

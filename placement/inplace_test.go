@@ -106,9 +106,12 @@ func runningPod(images ...string) *corev1.Pod {
 func TestInPlacePatchAndDone(t *testing.T) {
 	pod := runningPod("app:1", "log:1")
 	target := runningPod("app:1", "log:2")
-	raw, ok := InPlacePatch(pod, target, "new", time.Unix(200, 0))
+	raw, changes, ok := InPlacePatch(pod, target, "new", time.Unix(200, 0))
 	if !ok {
 		t.Fatal("no patch")
+	}
+	if changes != "log: log:1 -> log:2" {
+		t.Errorf("changes %q", changes)
 	}
 	var p struct {
 		Metadata struct {
@@ -162,10 +165,10 @@ func TestInPlacePatchAndDone(t *testing.T) {
 	}
 
 	// Nothing to patch, or containers that do not pair up: recreate.
-	if _, ok := InPlacePatch(pod, runningPod("app:1", "log:2"), "new", time.Unix(200, 0)); ok {
+	if _, _, ok := InPlacePatch(pod, runningPod("app:1", "log:2"), "new", time.Unix(200, 0)); ok {
 		t.Error("a patch with no image change")
 	}
-	if _, ok := InPlacePatch(pod, runningPod("app:2"), "new", time.Unix(200, 0)); ok {
+	if _, _, ok := InPlacePatch(pod, runningPod("app:2"), "new", time.Unix(200, 0)); ok {
 		t.Error("a patch across different containers")
 	}
 }
@@ -176,7 +179,7 @@ func TestInPlacePatchInitContainers(t *testing.T) {
 	pod.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "setup:1"}, {Name: "proxy", Image: "proxy:1", RestartPolicy: &always}}
 	target := pod.DeepCopy()
 	target.Spec.InitContainers[0].Image, target.Spec.InitContainers[1].Image = "setup:2", "proxy:2"
-	raw, ok := InPlacePatch(pod, target, "new", time.Unix(1, 0))
+	raw, _, ok := InPlacePatch(pod, target, "new", time.Unix(1, 0))
 	if !ok {
 		t.Fatal("no patch")
 	}

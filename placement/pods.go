@@ -118,8 +118,13 @@ func IsPodActive(pod *corev1.Pod) bool {
 // that asks several questions of one pod reads it once and passes it to
 // ConditionAvailable and ConditionAvailableAt.
 func ReadyCondition(pod *corev1.Pod) *corev1.PodCondition {
+	return podCondition(pod, corev1.PodReady)
+}
+
+// podCondition returns the pod's condition of type t, or nil.
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
 	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == corev1.PodReady {
+		if pod.Status.Conditions[i].Type == t {
 			return &pod.Status.Conditions[i]
 		}
 	}
