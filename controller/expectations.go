@@ -67,10 +67,13 @@ func (e *expectations) creationObserved(node string) (completed bool) {
 	return e.observed(e.creates, node)
 }
 
-// deletionObserved marks the deletion of a pod as seen; completed is true
-// only when it was pending and nothing else is.
+// deletionObserved marks the deletion of a pod as seen, and ends an
+// in-place update of it still expected; completed is true only when either
+// was pending and nothing else is.
 func (e *expectations) deletionObserved(podKey string) (completed bool) {
-	return e.observed(e.deletes, podKey)
+	// A pod gone will show no in-place update either.
+	updated := e.observed(e.updates, podKey)
+	return e.observed(e.deletes, podKey) || updated
 }
 
 // updateObserved marks the in-place update of a pod as seen; completed is

@@ -249,9 +249,7 @@ func (c *Controller) deletePod(logger klog.Logger, obj interface{}) {
 	if ds == nil {
 		return
 	}
-	podKey := cache.MetaObjectToName(pod).String()
-	completed := c.state.updateObserved(cache.MetaObjectToName(ds), podKey)
-	completed = c.state.deletionObserved(cache.MetaObjectToName(ds), podKey) || completed
+	completed := c.state.deletionObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(pod).String())
 	logger.V(4).Info("Pod deleted", "pod", klog.KObj(pod), "daemonset", klog.KObj(ds))
 	c.enqueueForPod(ds, completed)
 }

@@ -41,3 +41,19 @@ func TestSetStatesForgetAll(t *testing.T) {
 		t.Errorf("pod event delay after forget = %v, want 0", got)
 	}
 }
+
+// An in-place update is seen when the pod shows another revision, or when
+// the pod goes: a deleted pod will never show the patch.
+func TestInPlaceUpdateExpectations(t *testing.T) {
+	var e expectations
+	e.expectUpdates([]string{"ns/a", "ns/b"}, t0)
+	if e.satisfied(t0) {
+		t.Fatal("satisfied with two updates pending")
+	}
+	if e.updateObserved("ns/a") {
+		t.Error("completed with ns/b still pending")
+	}
+	if !e.deletionObserved("ns/b") || !e.satisfied(t0) {
+		t.Error("the deletion of a pod expected to update did not end the wait")
+	}
+}

@@ -40,14 +40,12 @@ type daemonPod struct {
 
 func newDaemonPod(pod *corev1.Pod) daemonPod {
 	p := daemonPod{Pod: pod, hash: placement.RevisionHash(pod), readyCond: placement.ReadyCondition(pod)}
-	if len(pod.Spec.ReadinessGates) > 0 && placement.HasInPlaceGate(pod) {
+	if placement.HasInPlaceGate(pod) {
 		p.gated, p.gateCond = true, placement.InPlaceGateCondition(pod)
 	}
-	if _, ok := pod.Annotations[everynodev1alpha1.AnnotationInPlaceUpdate]; ok {
-		if u, ok := placement.InPlaceUpdateOf(pod); ok {
-			p.inPlace = &u
-			p.inPlaceDone, p.inPlaceAt = placement.InPlaceDone(pod, &u)
-		}
+	if u, ok := placement.InPlaceUpdateOf(pod); ok {
+		p.inPlace = &u
+		p.inPlaceDone, p.inPlaceAt = placement.InPlaceDone(pod, &u)
 	}
 	return p
 }
@@ -70,21 +68,16 @@ func (p *daemonPod) updatingInPlace() bool {
 	return (p.inPlace != nil && !p.inPlaceDone) || !p.gateOpen()
 }
 
-// available is placement.IsPodAvailable, and not updating in place. After
-// an in-place update, minReadySeconds counts from the latest of the Ready
-// transition, the gate opening and the new containers' start.
+// available is placement.IsPodAvailable, and not updating in place
+// (availableAt).
 func (p *daemonPod) available(minReadySeconds int32, now time.Time) bool {
-	if p.updatingInPlace() {
-		return false
-	}
-	if p.inPlace == nil && !p.gated {
-		return placement.ConditionAvailable(p.readyCond, minReadySeconds, now)
-	}
 	at, ok := p.availableAt(minReadySeconds)
 	return ok && (minReadySeconds == 0 || at.Before(now))
 }
 
-// availableAt is placement.AvailableAt, with the in-place update's times.
+// availableAt is placement.AvailableAt for a pod not updating in place.
+// After an in-place update, minReadySeconds counts from the latest of the
+// Ready transition, the gate opening and the new containers' start.
 func (p *daemonPod) availableAt(minReadySeconds int32) (time.Time, bool) {
 	at, ok := placement.ConditionAvailableAt(p.readyCond, minReadySeconds)
 	if !ok || p.updatingInPlace() {
@@ -132,6 +125,9 @@ type setView struct {
 	// allPods is every pod of the set, finished and deleted ones included,
 	// so no revision a pod still uses is cleaned up.
 	allPods []*corev1.Pod
+	// gated counts the pods with the in-place readiness gate: a set with
+	// none has no gate to open (openGates).
+	gated int
 	// verdict is the rollout against its failure policy (judge); nil
 	// until judged.
 	verdict *verdict
@@ -205,6 +201,9 @@ func buildView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*co
 	for j, i := range at {
 		if i >= 0 {
 			v.pods[start[i]] = newDaemonPod(pods[j])
+			if v.pods[start[i]].gated {
+				v.gated++
+			}
 			start[i]++
 		}
 	}
