@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -100,7 +101,7 @@ func watchService(t *testing.T, ns string) *serviceWatch {
 				s.created = append(s.created, p.Name)
 			case ev.Type == watch.Deleted:
 				s.deleted = append(s.deleted, p.Name)
-			case p.DeletionTimestamp != nil && !contains(s.deleted, p.Name):
+			case p.DeletionTimestamp != nil && !slices.Contains(s.deleted, p.Name):
 				s.deleted = append(s.deleted, p.Name)
 			}
 			if ev.Type == watch.Deleted {
@@ -119,15 +120,6 @@ func watchService(t *testing.T, ns string) *serviceWatch {
 		}
 	}()
 	return s
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // finish stops the watch and returns what it saw.
