@@ -13,17 +13,29 @@ import "context"
 
 type fenceKey struct{}
 
-// WithWriteFence returns ctx carrying fence, which the controller run with
-// it calls before each batch of pod creates or deletes; a non-nil error
-// stops the batch.
+// WithWriteFence returns ctx carrying fence, which the controller made
+// (New) or run with it calls before each batch of pod creates, deletes or
+// patches; a non-nil error stops the batch.
 func WithWriteFence(ctx context.Context, fence func() error) context.Context {
 	return context.WithValue(ctx, fenceKey{}, fence)
 }
 
-// writeFence is the fence of ctx's leadership term: nil error when the
-// controller may still write (and always without leader election).
-func writeFence(ctx context.Context) error {
-	if f, ok := ctx.Value(fenceKey{}).(func() error); ok && f != nil {
+func fenceOf(ctx context.Context) func() error {
+	f, _ := ctx.Value(fenceKey{}).(func() error)
+	return f
+}
+
+// writeFence asks the fence of the leadership term: the one of ctx (the
+// sync's), else the one New was given. Nil error when the controller may
+// still write, and always without leader election. New's matters: a term
+// makes its controller with the fenced context but runs it with the
+// elector's own, so a fence only on ctx would never be asked.
+func (c *Controller) writeFence(ctx context.Context) error {
+	f := fenceOf(ctx)
+	if f == nil {
+		f = c.fence
+	}
+	if f != nil {
 		return f()
 	}
 	return nil

@@ -139,6 +139,13 @@ func (f *fixture) drainNodes() {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
+	return newFixtureWith(t, func(*fixture) {})
+}
+
+// newFixtureWith is newFixture with setup run on the fixture before the
+// controller is made.
+func newFixtureWith(t testing.TB, setup func(*fixture)) *fixture {
+	t.Helper()
 	f := &fixture{
 		t:        t,
 		ctx:      context.Background(),
@@ -147,6 +154,7 @@ func newFixture(t testing.TB) *fixture {
 		clock:    testingclock.NewFakeClock(t0),
 		recorder: record.NewFakeRecorder(10000),
 	}
+	setup(f)
 	// The fake API server does not implement generateName, UIDs or
 	// creation timestamps; the real one does and the controller relies on
 	// them.
@@ -436,7 +444,7 @@ func (f *fixture) set(ds *everynodev1alpha1.DaemonSet) *everynodev1alpha1.Daemon
 // cachedSet returns the set as the cache holds it.
 func (f *fixture) cachedSet(ds *everynodev1alpha1.DaemonSet) *everynodev1alpha1.DaemonSet {
 	f.t.Helper()
-	got, err := f.c.setLister.DaemonSets(ds.Namespace).Get(ds.Name)
+	got, err := f.c.sets.get(ds.Namespace, ds.Name)
 	if err != nil {
 		f.t.Fatal(err)
 	}

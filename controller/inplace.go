@@ -129,7 +129,7 @@ func (c *Controller) updateInPlace(ctx context.Context, v *setView, pods []*daem
 	if len(pods) == 0 {
 		return nil
 	}
-	if err := writeFence(ctx); err != nil {
+	if err := c.writeFence(ctx); err != nil {
 		return err
 	}
 	if len(pods) > c.burstReplicas {
@@ -214,7 +214,7 @@ func (c *Controller) openGates(ctx context.Context, v *setView) error {
 	if len(pods) == 0 {
 		return nil
 	}
-	if err := writeFence(ctx); err != nil {
+	if err := c.writeFence(ctx); err != nil {
 		return err
 	}
 	if len(pods) > c.burstReplicas {

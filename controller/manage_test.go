@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"strings"
@@ -270,6 +271,26 @@ func TestWriteFenceStopsPodWrites(t *testing.T) {
 	ds := newSet("agent")
 	addSetWithRevision(f, ds)
 	f.ctx = WithWriteFence(f.ctx, func() error { return errors.New("lease too old") })
+	err := f.sync(ds)
+	if err == nil || !strings.Contains(err.Error(), "lease too old") {
+		t.Fatalf("sync = %v, want the fence's error", err)
+	}
+	if c := f.podCreates(); len(c) != 0 {
+		t.Errorf("%d pods created behind a closed fence", len(c))
+	}
+}
+
+// A leadership term makes its controller with the fenced context and runs
+// it with the elector's (cmd/everynode leader.go): the fence New was given
+// must hold for syncs whose context has none.
+func TestWriteFenceFromNew(t *testing.T) {
+	f := newFixtureWith(t, func(f *fixture) {
+		f.ctx = WithWriteFence(f.ctx, func() error { return errors.New("lease too old") })
+	})
+	addNodes(f, 2)
+	ds := newSet("agent")
+	addSetWithRevision(f, ds)
+	f.ctx = context.Background()
 	err := f.sync(ds)
 	if err == nil || !strings.Contains(err.Error(), "lease too old") {
 		t.Fatalf("sync = %v, want the fence's error", err)

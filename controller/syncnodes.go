@@ -24,7 +24,7 @@ func (c *Controller) syncNodes(ctx context.Context, ds *everynodev1alpha1.Daemon
 	if len(podsToDelete) == 0 && len(nodesToCreate) == 0 {
 		return nil
 	}
-	if err := writeFence(ctx); err != nil {
+	if err := c.writeFence(ctx); err != nil {
 		return err
 	}
 	key := cache.MetaObjectToName(ds)
