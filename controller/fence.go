@@ -20,6 +20,10 @@ func WithWriteFence(ctx context.Context, fence func() error) context.Context {
 	return context.WithValue(ctx, fenceKey{}, fence)
 }
 
+// HasWriteFence reports whether ctx carries a write fence, for the tests
+// of a leadership term's wiring.
+func HasWriteFence(ctx context.Context) bool { return fenceOf(ctx) != nil }
+
 func fenceOf(ctx context.Context) func() error {
 	f, _ := ctx.Value(fenceKey{}).(func() error)
 	return f

@@ -111,9 +111,13 @@ func runController(ctx context.Context, o *serveOptions, c *clients, newControll
 	}
 	lock := &renewalClock{Interface: inner, now: time.Now}
 	for {
-		led, err := leadOnce(ctx, o, lock, identity, func(termCtx context.Context) (controllerRunner, error) {
-			return newController(controller.WithWriteFence(termCtx, lock.fence(o.leaseDuration)))
-		})
+		// The fence goes on the context the term's controller is both made
+		// and run with: its syncs read it from the latter, and the first
+		// term's controller was made before any term (buildParts).
+		fence := lock.fence(o.leaseDuration)
+		led, err := leadOnce(ctx, o, lock, identity, func(termCtx context.Context) context.Context {
+			return controller.WithWriteFence(termCtx, fence)
+		}, newController)
 		if err != nil {
 			return err
 		}
@@ -142,7 +146,7 @@ type term struct {
 // until the Lease is lost or ctx is done. It returns once that controller
 // has returned; led tells whether it ran one.
 func leadOnce(ctx context.Context, o *serveOptions, lock resourcelock.Interface, identity string,
-	newController func(context.Context) (controllerRunner, error)) (led bool, err error) {
+	termContext func(context.Context) context.Context, newController func(context.Context) (controllerRunner, error)) (led bool, err error) {
 	t := &term{done: make(chan struct{})}
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          lock,
@@ -155,6 +159,7 @@ func leadOnce(ctx context.Context, o *serveOptions, lock resourcelock.Interface,
 		Name:            o.leaderElectionID,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(termCtx context.Context) {
+				termCtx = termContext(termCtx)
 				t.mu.Lock()
 				if t.over {
 					t.mu.Unlock()

@@ -15,6 +15,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
+
+	"everynode.io/everynode/controller"
 )
 
 // fakeController records its terms. Run takes a while to return after its
@@ -23,9 +25,14 @@ type fakeController struct {
 	log   *eventLog
 	term  int
 	delay time.Duration
+	// unfenced counts runs whose context carries no write fence.
+	unfenced *atomic.Int32
 }
 
 func (f *fakeController) Run(ctx context.Context, _ int) error {
+	if f.unfenced != nil && !controller.HasWriteFence(ctx) {
+		f.unfenced.Add(1)
+	}
 	f.log.add("start", f.term)
 	<-ctx.Done()
 	time.Sleep(f.delay)
@@ -84,9 +91,10 @@ func TestLeaderLossRejoinsAndShutdownReleasesAfterTheController(t *testing.T) {
 	o.namespace = "everynode-system"
 	o.leaseDuration, o.renewDeadline, o.retryPeriod = 400*time.Millisecond, 300*time.Millisecond, 50*time.Millisecond
 	terms := 0
+	var unfenced atomic.Int32
 	newController := func(context.Context) (controllerRunner, error) {
 		terms++
-		return &fakeController{log: log, term: terms, delay: 100 * time.Millisecond}, nil
+		return &fakeController{log: log, term: terms, delay: 100 * time.Millisecond, unfenced: &unfenced}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -119,6 +127,9 @@ func TestLeaderLossRejoinsAndShutdownReleasesAfterTheController(t *testing.T) {
 	}
 	if !released.Load() {
 		t.Error("the Lease was not released at shutdown")
+	}
+	if n := unfenced.Load(); n > 0 {
+		t.Errorf("%d of 2 terms ran their controller without the write fence", n)
 	}
 }
 
