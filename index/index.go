@@ -16,7 +16,8 @@ const (
 	// DaemonPodsByNode indexes everynode daemon pods by their target node.
 	DaemonPodsByNode = "everynode.io/daemon-pods-by-node"
 	// DaemonPodsBySetUID indexes everynode daemon pods by the UID of the
-	// set that controls them (the owner reference with controller: true).
+	// set, of either kind, that controls them (the owner reference with
+	// controller: true).
 	// By UID, not by name: the pods of a deleted set that the garbage
 	// collector has not reached yet are not the pods of a new set of the
 	// same name, and a reader need not check every pod's owner again.
@@ -61,7 +62,9 @@ func podsBySetUID(obj interface{}) ([]string, error) {
 	if !ok || !placement.IsDaemonPod(pod) {
 		return nil, nil
 	}
-	ref := placement.ControllerRef(pod)
+	// Either kind's set: in takeover mode an apps/v1 set's pods carry the
+	// daemon-pod label too, and a UID names one set whatever its kind.
+	ref := placement.SetRef(pod)
 	if ref == nil || ref.UID == "" {
 		return nil, nil
 	}

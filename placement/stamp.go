@@ -12,12 +12,24 @@ import (
 )
 
 // controllerKind is the kind in the owner reference of every daemon pod and
-// revision of a set.
+// revision of an everynode set (AppsKind for a set converted from apps/v1).
 var controllerKind = everynodev1alpha1.SchemeGroupVersion.WithKind(KindDaemonSet)
 
+// templateGenerationLabel is the label upstream's DaemonSet controller
+// gives each pod: the set's template generation (the API server keeps it
+// in the set's appsv1.DeprecatedTemplateGeneration annotation). Deprecated
+// upstream in favour of the revision hash, but still written and read
+// (a pod with either one current counts as updated), so pods everynode
+// makes for an apps/v1 set carry it too.
+const templateGenerationLabel = "pod-template-generation"
+
 // NewControllerRef returns the owner reference that makes ds the controller
-// of a pod or ControllerRevision.
+// of a pod or ControllerRevision: of apps/v1's kind for a set converted
+// from one (IsApps), else of everynode's.
 func NewControllerRef(ds *everynodev1alpha1.DaemonSet) metav1.OwnerReference {
+	if IsApps(ds) {
+		return *metav1.NewControllerRef(ds, AppsKind)
+	}
 	return *metav1.NewControllerRef(ds, controllerKind)
 }
 
@@ -49,6 +61,9 @@ func unstampedPod(ds *everynodev1alpha1.DaemonSet, hash string) *corev1.Pod {
 		pod.Labels = make(map[string]string, 2)
 	}
 	pod.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] = hash
+	if gen, ok := ds.Annotations[appsv1.DeprecatedTemplateGeneration]; ok && IsApps(ds) {
+		pod.Labels[templateGenerationLabel] = gen
+	}
 	return pod
 }
 

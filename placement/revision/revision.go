@@ -101,8 +101,17 @@ type dataSpec struct {
 // Data returns what a ControllerRevision of ds stores: the pod template and
 // the node overrides, the parts of the spec a rollback restores, in
 // canonical JSON.
+//
+// For a set converted from apps/v1 (placement.IsApps) it is upstream's own
+// format instead, byte for byte: the template marked "$patch": "replace",
+// a strategic merge patch of the set that `kubectl rollout undo
+// daemonset/x` applies as it is, and that upstream's daemon.Match (which
+// its e2e suite uses to find the current revision) compares by bytes.
 func Data(ds *everynodev1alpha1.DaemonSet) ([]byte, error) {
 	raw, err := json.Marshal(data{Spec: dataSpec{Template: ds.Spec.Template, NodeOverrides: ds.Spec.NodeOverrides}})
+	if err == nil && placement.IsApps(ds) {
+		raw, err = withReplaceDirective(raw)
+	}
 	if err == nil {
 		raw, err = Canonical(raw)
 	}
@@ -110,6 +119,21 @@ func Data(ds *everynodev1alpha1.DaemonSet) ([]byte, error) {
 		return nil, fmt.Errorf("encode revision data of %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
 	return raw, nil
+}
+
+// withReplaceDirective adds "$patch": "replace" to the template of raw
+// revision data, as upstream's getPatch writes it.
+func withReplaceDirective(raw []byte) ([]byte, error) {
+	var d struct {
+		Spec struct {
+			Template map[string]any `json:"template"`
+		} `json:"spec"`
+	}
+	if err := utiljson.Unmarshal(raw, &d); err != nil {
+		return nil, err
+	}
+	d.Spec.Template["$patch"] = "replace"
+	return json.Marshal(d)
 }
 
 // Canonical returns raw re-encoded as canonical JSON: compact, object keys

@@ -29,6 +29,13 @@ const (
 	// AnnotationMadeWholeValue is the only value AnnotationMadeWhole takes.
 	AnnotationMadeWholeValue = "v1"
 
+	// LabelTakeoverProbe marks the apps/v1 DaemonSet that everynode's
+	// takeover mode keeps in its own namespace to find out whether
+	// kube-controller-manager's DaemonSet controller runs too: everynode
+	// never writes its status, so anyone who does is another DaemonSet
+	// controller (package takeover). Its value is the probe's round.
+	LabelTakeoverProbe = "everynode.io/takeover-probe"
+
 	// AnnotationChangeCause is copied from the set onto each
 	// ControllerRevision, as `kubectl rollout history` expects.
 	AnnotationChangeCause = "kubernetes.io/change-cause"
