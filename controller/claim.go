@@ -57,7 +57,7 @@ func (a *adoption) allowed(ctx context.Context) error {
 		return a.err
 	}
 	a.checked = true
-	fresh, err := a.c.client.EverynodeV1alpha1().DaemonSets(a.ds.Namespace).Get(ctx, a.ds.Name, metav1.GetOptions{})
+	fresh, err := a.c.sets.getLive(ctx, a.ds.Namespace, a.ds.Name)
 	switch {
 	case err != nil:
 		a.err = fmt.Errorf("get DaemonSet %s/%s before adopting: %w", a.ds.Namespace, a.ds.Name, err)
@@ -228,7 +228,7 @@ func (c *Controller) claimRevisions(ctx context.Context, ds *everynodev1alpha1.D
 // setsSelecting returns the sets in namespace whose selector matches lbls:
 // the candidates to adopt an orphan with these labels.
 func (c *Controller) setsSelecting(namespace string, lbls map[string]string) []*everynodev1alpha1.DaemonSet {
-	sets, err := c.setLister.DaemonSets(namespace).List(labels.Everything())
+	sets, err := c.sets.list(namespace)
 	if err != nil {
 		return nil
 	}

@@ -28,7 +28,6 @@ import (
 	"everynode.io/everynode/client/clientset/versioned"
 	everynodescheme "everynode.io/everynode/client/clientset/versioned/scheme"
 	everynodeinformers "everynode.io/everynode/client/informers/externalversions/everynode/v1alpha1"
-	everynodelisters "everynode.io/everynode/client/listers/everynode/v1alpha1"
 	"everynode.io/everynode/controller/pacing"
 )
 
@@ -60,9 +59,15 @@ type Config struct {
 	// DaemonSets, Pods, Nodes and Revisions are the shared informers the
 	// controller reads. Pods gets the index package's indexes.
 	DaemonSets everynodeinformers.DaemonSetInformer
-	Pods       coreinformers.PodInformer
-	Nodes      coreinformers.NodeInformer
-	Revisions  appsinformers.ControllerRevisionInformer
+	// AppsDaemonSets, in place of DaemonSets, makes this the takeover
+	// controller: it reconciles apps/v1 DaemonSets (kinds.go), writing
+	// their status and revisions as kube-controller-manager does.
+	// kube-controller-manager's own DaemonSet controller must be off
+	// (package takeover checks).
+	AppsDaemonSets appsinformers.DaemonSetInformer
+	Pods           coreinformers.PodInformer
+	Nodes          coreinformers.NodeInformer
+	Revisions      appsinformers.ControllerRevisionInformer
 
 	// Recorder records events on sets. Optional: when nil the controller
 	// makes its own, writing events through KubeClient (EventClient when
@@ -101,8 +106,11 @@ func (c *Config) validate() error {
 	if c.Client == nil {
 		errs = append(errs, errors.New("Client is required"))
 	}
-	if c.DaemonSets == nil || c.Pods == nil || c.Nodes == nil || c.Revisions == nil {
-		errs = append(errs, errors.New("the DaemonSets, Pods, Nodes and Revisions informers are required"))
+	if (c.DaemonSets == nil) == (c.AppsDaemonSets == nil) {
+		errs = append(errs, errors.New("exactly one of the DaemonSets and AppsDaemonSets informers is required"))
+	}
+	if c.Pods == nil || c.Nodes == nil || c.Revisions == nil {
+		errs = append(errs, errors.New("the Pods, Nodes and Revisions informers are required"))
 	}
 	if c.Budget != nil && c.EventClient == nil && c.Recorder == nil {
 		errs = append(errs, errors.New("EventClient is required with a Budget"))
@@ -113,14 +121,15 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// Controller keeps every everynode DaemonSet's pods, revisions and status
-// in line with its spec. Make it with New and start it with Run.
+// Controller keeps every everynode DaemonSet's (or, in takeover mode,
+// apps/v1 DaemonSet's) pods, revisions and status in line with its spec.
+// Make it with New and start it with Run.
 type Controller struct {
 	kubeClient  kubernetes.Interface
-	client      versioned.Interface
 	eventClient kubernetes.Interface // nil: events go through kubeClient
 
-	setLister  everynodelisters.DaemonSetLister
+	// sets is the kind of set this controller reconciles (kinds.go).
+	sets       setKind
 	setIndexer cache.Indexer
 	podIndexer cache.Indexer
 	nodeLister corelisters.NodeLister
@@ -150,6 +159,10 @@ type Controller struct {
 	webhookSkipped map[string]bool
 	schedulerName  string
 
+	// fence is the write fence of the leadership term New was made in
+	// (fence.go).
+	fence func() error
+
 	// syncHandler is sync, replaceable in tests of the queue plumbing.
 	syncHandler func(ctx context.Context, key cache.ObjectName) error
 
@@ -173,16 +186,21 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if burst == 0 {
 		burst = BurstReplicas
 	}
+	var sets setKind
+	if cfg.AppsDaemonSets != nil {
+		sets = appsSets{inf: cfg.AppsDaemonSets, lister: cfg.AppsDaemonSets.Lister(), client: cfg.KubeClient}
+	} else {
+		sets = everynodeSets{inf: cfg.DaemonSets, lister: cfg.DaemonSets.Lister(), client: cfg.Client}
+	}
 	c := &Controller{
 		kubeClient: cfg.KubeClient,
-		client:     cfg.Client,
-		setLister:  cfg.DaemonSets.Lister(),
-		setIndexer: cfg.DaemonSets.Informer().GetIndexer(),
+		sets:       sets,
+		setIndexer: sets.informer().GetIndexer(),
 		podIndexer: cfg.Pods.Informer().GetIndexer(),
 		nodeLister: cfg.Nodes.Lister(),
 		revIndexer: cfg.Revisions.Informer().GetIndexer(),
 		synced: []cache.InformerSynced{
-			cfg.DaemonSets.Informer().HasSynced,
+			sets.informer().HasSynced,
 			cfg.Pods.Informer().HasSynced,
 			cfg.Nodes.Informer().HasSynced,
 			cfg.Revisions.Informer().HasSynced,
@@ -202,6 +220,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		burstReplicas:  burst,
 		webhookSkipped: make(map[string]bool, len(cfg.WebhookSkippedNamespaces)),
 		schedulerName:  cfg.SchedulerName,
+		fence:          fenceOf(ctx),
 	}
 	for _, ns := range cfg.WebhookSkippedNamespaces {
 		c.webhookSkipped[ns] = true
@@ -222,7 +241,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err := addPodIndexers(cfg.Pods.Informer()); err != nil {
 		return nil, err
 	}
-	if err := addSetIndexers(cfg.DaemonSets.Informer()); err != nil {
+	if err := addSetIndexers(sets); err != nil {
 		return nil, err
 	}
 	if err := addRevisionIndexers(cfg.Revisions.Informer()); err != nil {

@@ -22,7 +22,7 @@ import (
 // node through the index, and enqueues.
 func (c *Controller) addEventHandlers(ctx context.Context, cfg Config) error {
 	logger := klog.FromContext(ctx)
-	if err := c.handle(cfg.DaemonSets.Informer(), cache.ResourceEventHandlerFuncs{
+	if err := c.handle(c.sets.informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addSet(logger, obj) },
 		UpdateFunc: func(old, cur interface{}) { c.updateSet(logger, old, cur) },
 		DeleteFunc: func(obj interface{}) { c.deleteSet(logger, obj) },
@@ -103,7 +103,7 @@ func fromTombstone[T any](obj interface{}) (T, bool) {
 }
 
 func (c *Controller) addSet(logger klog.Logger, obj interface{}) {
-	ds, ok := obj.(*everynodev1alpha1.DaemonSet)
+	ds, ok := c.sets.fromCache(obj)
 	if !ok {
 		return
 	}
@@ -112,8 +112,8 @@ func (c *Controller) addSet(logger klog.Logger, obj interface{}) {
 }
 
 func (c *Controller) updateSet(logger klog.Logger, old, cur interface{}) {
-	oldDS, ok1 := old.(*everynodev1alpha1.DaemonSet)
-	curDS, ok2 := cur.(*everynodev1alpha1.DaemonSet)
+	oldDS, ok1 := c.sets.fromCache(old)
+	curDS, ok2 := c.sets.fromCache(cur)
 	if !ok1 || !ok2 {
 		return
 	}
@@ -127,7 +127,10 @@ func (c *Controller) updateSet(logger klog.Logger, old, cur interface{}) {
 }
 
 func (c *Controller) deleteSet(logger klog.Logger, obj interface{}) {
-	ds, ok := fromTombstone[*everynodev1alpha1.DaemonSet](obj)
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	ds, ok := c.sets.fromCache(obj)
 	if !ok {
 		return
 	}
@@ -141,11 +144,11 @@ func (c *Controller) deleteSet(logger klog.Logger, obj interface{}) {
 // resolveOwner returns the set that controls obj, or nil if none does: the
 // controller reference must name an existing set with the same UID.
 func (c *Controller) resolveOwner(obj metav1.Object) *everynodev1alpha1.DaemonSet {
-	ref := placement.ControllerRef(obj)
+	ref := c.sets.ownerRef(obj)
 	if ref == nil {
 		return nil
 	}
-	ds, err := c.setLister.DaemonSets(obj.GetNamespace()).Get(ref.Name)
+	ds, err := c.sets.get(obj.GetNamespace(), ref.Name)
 	if err != nil || ds.UID != ref.UID {
 		return nil
 	}
@@ -163,7 +166,7 @@ func (c *Controller) addPod(logger klog.Logger, obj interface{}) {
 		c.deletePod(logger, pod)
 		return
 	}
-	if placement.ControllerRef(pod) == nil {
+	if placement.SetRef(pod) == nil {
 		c.enqueueAdopters(logger, pod)
 		return
 	}
@@ -195,7 +198,7 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 		c.deletePod(logger, curPod)
 		return
 	}
-	oldRef, curRef := placement.ControllerRef(oldPod), placement.ControllerRef(curPod)
+	oldRef, curRef := c.sets.ownerRef(oldPod), c.sets.ownerRef(curPod)
 	if oldDS := c.resolveOwner(oldPod); oldDS != nil && (!placement.IsDaemonPod(curPod) || curRef == nil || curRef.UID != oldDS.UID) {
 		// The pod left the set (label or owner removed): the set must
 		// notice.
@@ -204,7 +207,7 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 	if !placement.IsDaemonPod(curPod) {
 		return
 	}
-	if curRef == nil {
+	if placement.SetRef(curPod) == nil {
 		// Orphaned (the set was deleted with --cascade=orphan, or released
 		// it): a set that selects it may adopt it.
 		c.enqueueAdopters(logger, curPod)
@@ -257,7 +260,7 @@ func (c *Controller) deletePod(logger klog.Logger, obj interface{}) {
 // addRevision wakes the sets that may adopt an orphaned revision. A
 // revision with an owner is the set's own doing and needs no sync.
 func (c *Controller) addRevision(logger klog.Logger, obj interface{}) {
-	if rev, ok := obj.(*appsv1.ControllerRevision); ok && placement.ControllerRef(rev) == nil {
+	if rev, ok := obj.(*appsv1.ControllerRevision); ok && placement.SetRef(rev) == nil {
 		c.enqueueAdopters(logger, rev)
 	}
 }
@@ -268,7 +271,7 @@ func (c *Controller) updateRevision(logger klog.Logger, old, cur interface{}) {
 	if !ok1 || !ok2 || oldRev.ResourceVersion == curRev.ResourceVersion {
 		return
 	}
-	if placement.ControllerRef(curRev) == nil {
+	if placement.SetRef(curRev) == nil {
 		c.enqueueAdopters(logger, curRev)
 	}
 	for _, r := range []*appsv1.ControllerRevision{oldRev, curRev} {

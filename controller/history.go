@@ -206,7 +206,7 @@ func (c *Controller) snapshot(ctx context.Context, ds *everynodev1alpha1.DaemonS
 	}
 	// A true collision. Raise the count on a fresh copy so a stale cache
 	// never raises it twice.
-	fresh, getErr := c.client.EverynodeV1alpha1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
+	fresh, getErr := c.sets.getLive(ctx, ds.Namespace, ds.Name)
 	if getErr != nil {
 		return nil, fmt.Errorf("get DaemonSet %s/%s to raise collisionCount: %w", ds.Namespace, ds.Name, getErr)
 	}
@@ -223,7 +223,7 @@ func (c *Controller) snapshot(ctx context.Context, ds *everynodev1alpha1.DaemonS
 	}
 	count++
 	fresh.Status.CollisionCount = &count
-	if _, err := c.client.EverynodeV1alpha1().DaemonSets(ds.Namespace).UpdateStatus(ctx, fresh, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.sets.writeStatus(ctx, fresh); err != nil {
 		return nil, fmt.Errorf("raise collisionCount of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
 	c.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonRevisionCollision,

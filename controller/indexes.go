@@ -39,14 +39,10 @@ const (
 func nodeNameIndexKey(name string) string    { return "node/" + name }
 func labelIndexKey(key, value string) string { return "label/" + key + "=" + value }
 
-func setNodeConstraintKeys(obj interface{}) ([]string, error) {
-	ds, ok := obj.(*everynodev1alpha1.DaemonSet)
-	if !ok {
-		return nil, nil
-	}
+func setNodeConstraintKeys(ds *everynodev1alpha1.DaemonSet) []string {
 	spec := &ds.Spec.Template.Spec
 	if spec.NodeName != "" {
-		return []string{nodeNameIndexKey(spec.NodeName)}, nil
+		return []string{nodeNameIndexKey(spec.NodeName)}
 	}
 	if len(spec.NodeSelector) > 0 {
 		keys := make([]string, 0, len(spec.NodeSelector))
@@ -54,9 +50,9 @@ func setNodeConstraintKeys(obj interface{}) ([]string, error) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		return []string{labelIndexKey(keys[0], spec.NodeSelector[keys[0]])}, nil
+		return []string{labelIndexKey(keys[0], spec.NodeSelector[keys[0]])}
 	}
-	return []string{anyNodeIndexKey}, nil
+	return []string{anyNodeIndexKey}
 }
 
 func revisionSetKeys(obj interface{}) ([]string, error) {
@@ -64,7 +60,9 @@ func revisionSetKeys(obj interface{}) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	ref := placement.ControllerRef(rev)
+	// Either kind's: a takeover controller shares the informer, and
+	// revisionsOfSet checks the UID.
+	ref := placement.SetRef(rev)
 	if ref == nil {
 		return nil, nil
 	}
@@ -73,7 +71,7 @@ func revisionSetKeys(obj interface{}) ([]string, error) {
 
 func orphanDaemonPodNamespace(obj interface{}) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || !placement.IsDaemonPod(pod) || placement.ControllerRef(pod) != nil {
+	if !ok || !placement.IsDaemonPod(pod) || placement.SetRef(pod) != nil {
 		return nil, nil
 	}
 	return []string{pod.Namespace}, nil
@@ -81,7 +79,7 @@ func orphanDaemonPodNamespace(obj interface{}) ([]string, error) {
 
 func orphanRevisionNamespace(obj interface{}) ([]string, error) {
 	rev, ok := obj.(*appsv1.ControllerRevision)
-	if !ok || placement.ControllerRef(rev) != nil {
+	if !ok || placement.SetRef(rev) != nil {
 		return nil, nil
 	}
 	return []string{rev.Namespace}, nil
@@ -99,8 +97,14 @@ func addIndexer(informer cache.SharedIndexInformer, name string, fn cache.IndexF
 	return nil
 }
 
-func addSetIndexers(informer cache.SharedIndexInformer) error {
-	return addIndexer(informer, setsByNodeConstraint, setNodeConstraintKeys)
+func addSetIndexers(sets setKind) error {
+	return addIndexer(sets.informer(), setsByNodeConstraint, func(obj interface{}) ([]string, error) {
+		ds, ok := sets.fromCache(obj)
+		if !ok {
+			return nil, nil
+		}
+		return setNodeConstraintKeys(ds), nil
+	})
 }
 
 func addRevisionIndexers(informer cache.SharedIndexInformer) error {
@@ -133,7 +137,7 @@ func (c *Controller) candidateSets(node *corev1.Node) ([]*everynodev1alpha1.Daem
 			return nil, fmt.Errorf("look up sets for node %s: %w", node.Name, err)
 		}
 		for _, obj := range objs {
-			if ds, ok := obj.(*everynodev1alpha1.DaemonSet); ok {
+			if ds, ok := c.sets.fromCache(obj); ok {
 				out = append(out, ds)
 			}
 		}
@@ -171,7 +175,7 @@ func (c *Controller) revisionsOfSet(ds *everynodev1alpha1.DaemonSet) ([]*appsv1.
 		if !ok {
 			continue
 		}
-		if ref := placement.ControllerRef(rev); ref == nil || ref.UID != ds.UID {
+		if ref := c.sets.ownerRef(rev); ref == nil || ref.UID != ds.UID {
 			continue
 		}
 		revs = append(revs, rev)

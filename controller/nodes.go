@@ -74,7 +74,7 @@ func (c *Controller) setKeysWithPodsOn(nodeName string) (map[cache.ObjectName]bo
 		if !ok {
 			continue
 		}
-		if ref := placement.ControllerRef(pod); ref != nil {
+		if ref := c.sets.ownerRef(pod); ref != nil {
 			keys[cache.NewObjectName(pod.Namespace, ref.Name)] = true
 		}
 	}
@@ -160,7 +160,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		if seen[key] {
 			continue
 		}
-		ds, err := c.setLister.DaemonSets(key.Namespace).Get(key.Name)
+		ds, err := c.sets.get(key.Namespace, key.Name)
 		if err != nil {
 			continue // gone: nothing left to do for it
 		}

@@ -55,7 +55,12 @@ func (c *Controller) rollBack(ctx context.Context, v *setView, old []*appsv1.Con
 	if err != nil {
 		return err
 	}
-	client := c.client.EverynodeV1alpha1().DaemonSets(ds.Namespace)
+	if c.sets.everynode() == nil {
+		// Unreachable: only rollingUpdate.onFailure rolls back, and apps/v1
+		// has no such field.
+		return fmt.Errorf("roll back DaemonSet %s/%s: not supported for its kind", ds.Namespace, ds.Name)
+	}
+	client := c.sets.everynode().EverynodeV1alpha1().DaemonSets(ds.Namespace)
 	written, err := client.Patch(ctx, ds.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return fmt.Errorf("record the failed rollout of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)

@@ -74,7 +74,10 @@ func startupWaitsFor(node *corev1.Node, sets []*everynodev1alpha1.DaemonSet, pod
 // set waits for it there. candidates are the sets that may concern node.
 func (c *Controller) releaseStartupTaint(ctx context.Context, node *corev1.Node, candidates []*everynodev1alpha1.DaemonSet) error {
 	key := placement.StartupTaint()
-	if key == "" || !hasStartupTaint(node, key) {
+	if key == "" || !hasStartupTaint(node, key) || c.sets.everynode() == nil {
+		// Only nodeReadinessGate sets hold the taint, and only everynode's
+		// kind has the field: the takeover controller leaves it to the
+		// everynode controller, which knows every gated set.
 		return nil
 	}
 	objs, err := c.podIndexer.ByIndex(index.DaemonPodsByNode, node.Name)

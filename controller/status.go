@@ -324,6 +324,8 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, revisions map
 
 	status, nextAvailable, atRest := computeStatus(v, pol, revisions, observe)
 	warnSkipped := setWebhooksSkipped(&status, ds, c.webhookSkipped[ds.Namespace], metav1.NewTime(v.now))
+	// What this kind never stores must not count as a change.
+	status = c.sets.project(status)
 	if atRest {
 		// Whatever creates the set needs next (a node joining, a new
 		// revision) starts a new wave, at one pod.
@@ -347,7 +349,7 @@ func (c *Controller) updateStatus(ctx context.Context, v *setView, revisions map
 	}
 	toUpdate := ds.DeepCopy()
 	toUpdate.Status = status
-	written, err := c.client.EverynodeV1alpha1().DaemonSets(ds.Namespace).UpdateStatus(ctx, toUpdate, metav1.UpdateOptions{})
+	written, err := c.sets.writeStatus(ctx, toUpdate)
 	if apierrors.IsConflict(err) {
 		c.state.conflicted(ds)
 		return fmt.Errorf("update status of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, errStatusConflict)

@@ -25,7 +25,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	start := c.clock.Now()
 	defer func() { logger.V(4).Info("Finished syncing DaemonSet", "duration", c.clock.Since(start)) }()
 
-	ds, err := c.setLister.DaemonSets(key.Namespace).Get(key.Name)
+	ds, err := c.sets.get(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		// Its pods and revisions carry owner references: the garbage
 		// collector removes them.
