@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -19,22 +21,40 @@ import (
 type cluster struct {
 	nodes corelisters.NodeLister
 	sets  everynodelisters.DaemonSetLister
+	// appsSets is set in takeover mode (TakeOver): then the daemon pods of
+	// apps/v1 DaemonSets are everynode's too.
+	appsSets appslisters.DaemonSetLister
 	// pods must carry the index.DaemonPodsByNode and index.DaemonPodsBySetUID
 	// indexes.
 	pods cache.Indexer
 }
 
 // controllingSet returns the set that controls a daemon pod, with its key.
-// reason is non-empty when there is none: no everynode controller reference,
-// or a set that is gone or was replaced by another of the same name (its UID
-// differs), whose pods are about to be garbage collected.
+// reason is non-empty when there is none: no everynode controller reference
+// (nor, in takeover mode, an apps/v1 one), or a set that is gone or was
+// replaced by another of the same name (its UID differs), whose pods are
+// about to be garbage collected. An apps/v1 set comes converted
+// (placement.FromApps).
 func (c *cluster) controllingSet(pod *corev1.Pod) (set *everynodev1alpha1.DaemonSet, key, reason string, err error) {
 	ref := placement.ControllerRef(pod)
+	get := func(name string) (*everynodev1alpha1.DaemonSet, error) {
+		return c.sets.DaemonSets(pod.Namespace).Get(name)
+	}
+	if ref == nil && c.appsSets != nil {
+		ref = placement.AppsControllerRef(pod)
+		get = func(name string) (*everynodev1alpha1.DaemonSet, error) {
+			ds, err := c.appsSets.DaemonSets(pod.Namespace).Get(name)
+			if err != nil {
+				return nil, err
+			}
+			return placement.FromApps(ds), nil
+		}
+	}
 	if ref == nil {
 		return nil, "", reasonNoSet(), nil
 	}
 	key = index.SetKey(pod.Namespace, ref.Name)
-	set, err = c.sets.DaemonSets(pod.Namespace).Get(ref.Name)
+	set, err = get(ref.Name)
 	if apierrors.IsNotFound(err) || (err == nil && ref.UID != "" && set.UID != ref.UID) {
 		return nil, key, reasonSetNotFound(key), nil
 	}
@@ -45,8 +65,10 @@ func (c *cluster) controllingSet(pod *corev1.Pod) (set *everynodev1alpha1.Daemon
 }
 
 // daemonPodsOn returns the daemon pods of the set with key setKey whose
-// target is node, whatever their state.
-func (c *cluster) daemonPodsOn(node, setKey string) ([]*corev1.Pod, error) {
+// target is node, whatever their state. refOf reads the controller
+// reference of the set's kind (placement.ControllerRef or
+// AppsControllerRef).
+func (c *cluster) daemonPodsOn(node, setKey string, refOf func(metav1.Object) *metav1.OwnerReference) ([]*corev1.Pod, error) {
 	objs, err := c.pods.ByIndex(index.DaemonPodsByNode, node)
 	if err != nil {
 		return nil, fmt.Errorf("list daemon pods on node %s: %w", node, err)
@@ -57,7 +79,7 @@ func (c *cluster) daemonPodsOn(node, setKey string) ([]*corev1.Pod, error) {
 		if !ok {
 			continue
 		}
-		if ref := placement.ControllerRef(pod); ref != nil && index.SetKey(pod.Namespace, ref.Name) == setKey {
+		if ref := refOf(pod); ref != nil && index.SetKey(pod.Namespace, ref.Name) == setKey {
 			out = append(out, pod)
 		}
 	}

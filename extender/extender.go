@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -66,6 +67,14 @@ func New(sets everynodeinformers.DaemonSetInformer, nodes coreinformers.NodeInfo
 		setReg.HasSynced, nodeReg.HasSynced, podReg.HasSynced,
 	}
 	return e, nil
+}
+
+// TakeOver makes the daemon pods of apps/v1 DaemonSets everynode's too
+// (`everynode serve --takeover`): the filter holds them to their set as it
+// holds everynode's. Call it before the informers start.
+func (e *Extender) TakeOver(apps appsinformers.DaemonSetInformer) {
+	e.cluster.appsSets = apps.Lister()
+	e.syncedFuncs = append(e.syncedFuncs, apps.Informer().HasSynced)
 }
 
 // newExtender builds an Extender over caches that are already filled (for

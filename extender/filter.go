@@ -93,7 +93,11 @@ func targetReason(pod *corev1.Pod, target string, c *cluster) (string, error) {
 	if d := placement.NewEligibility(set).ForNode(node); !d.ShouldRun {
 		return reasonNotEligible(setKey, d.Reason), nil
 	}
-	pods, err := c.daemonPodsOn(target, setKey)
+	refOf := placement.ControllerRef
+	if placement.IsApps(set) {
+		refOf = placement.AppsControllerRef
+	}
+	pods, err := c.daemonPodsOn(target, setKey, refOf)
 	if err != nil {
 		return "", err
 	}

@@ -263,7 +263,8 @@ func (g *gateCache) syncPair(setKey, nodeName string) {
 	}
 	gated := false
 	if err == nil {
-		pods, err := g.cluster.daemonPodsOn(nodeName, setKey)
+		// Only everynode's kind has nodeReadinessGate.
+		pods, err := g.cluster.daemonPodsOn(nodeName, setKey, placement.ControllerRef)
 		if err != nil {
 			klog.ErrorS(err, "Cannot list daemon pods for the readiness gate", "node", nodeName)
 			return

@@ -59,6 +59,10 @@ type serveOptions struct {
 	// webhookSkippedNamespaces is nil unless the flag is given; read it
 	// through skippedNamespaces.
 	webhookSkippedNamespaces []string
+
+	takeover             bool
+	takeoverProbeTimeout time.Duration
+	takeoverRetry        time.Duration
 }
 
 func defaultServeOptions() *serveOptions {
@@ -77,6 +81,9 @@ func defaultServeOptions() *serveOptions {
 		renewDeadline:     10 * time.Second,
 		retryPeriod:       2 * time.Second,
 		controllerWorkers: 4,
+
+		takeoverProbeTimeout: 10 * time.Second,
+		takeoverRetry:        30 * time.Second,
 
 		// The delay covers the endpoints controller and kube-proxy
 		// catching up with a terminating pod (a few seconds in a healthy
@@ -118,6 +125,9 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.controllerWorkers, "controller-workers", o.controllerWorkers, "DaemonSets synced in parallel.")
 	fs.StringVar(&o.controllerUsername, "controller-username", o.controllerUsername, "The only identity allowed to create daemon pods (e.g. system:serviceaccount:everynode-system:everynode). Empty: everynode's own identity, asked of the API server at start.")
 	fs.StringSliceVar(&o.webhookSkippedNamespaces, "webhook-skipped-namespaces", o.webhookSkippedNamespaces, "Namespaces the everynode webhooks' namespaceSelector leaves out (the chart passes its list). A set there with nodeOverrides, which only the set webhook checks, gets the WebhooksSkipped condition and a Warning event. Default: kube-system, kube-node-lease and --namespace.")
+	fs.BoolVar(&o.takeover, "takeover", o.takeover, "Also reconcile apps/v1 DaemonSets, with the same controller, as kube-controller-manager's DaemonSet controller would; that controller must be off (kube-controller-manager --controllers=*,-daemonset-controller). everynode checks first and waits while another DaemonSet controller runs (--takeover-probe-timeout). Without it nothing touches apps/v1.")
+	fs.DurationVar(&o.takeoverProbeTimeout, "takeover-probe-timeout", o.takeoverProbeTimeout, "How long another DaemonSet controller gets to observe everynode's probe DaemonSet (everynode-takeover-probe in --namespace) before everynode concludes none runs and takes over. Raise it where kube-controller-manager's queue is long.")
+	fs.DurationVar(&o.takeoverRetry, "takeover-retry", o.takeoverRetry, "With --takeover, how often everynode checks again while another DaemonSet controller runs.")
 	fs.StringVar(&o.schedulerName, "scheduler-name", o.schedulerName, "If set, daemon pods are given this schedulerName (a second kube-scheduler configured with the everynode extender).")
 }
 
@@ -182,6 +192,14 @@ func (o *serveOptions) validate() error {
 		}
 		if !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0) {
 			errs = append(errs, errors.New("leader election wants lease-duration > renew-deadline > retry-period > 0"))
+		}
+	}
+	if o.takeover {
+		if o.namespace == "" {
+			errs = append(errs, errors.New("--takeover needs --namespace (or $POD_NAMESPACE) for its probe DaemonSet"))
+		}
+		if o.takeoverProbeTimeout <= 0 || o.takeoverRetry <= 0 {
+			errs = append(errs, errors.New("--takeover-probe-timeout and --takeover-retry must be positive"))
 		}
 	}
 	if o.controllerWorkers < 1 {

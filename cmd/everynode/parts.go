@@ -5,7 +5,10 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 	kubeinformers "k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 
 	everynodeinformers "everynode.io/everynode/client/informers/externalversions"
 	everynodelisters "everynode.io/everynode/client/listers/everynode/v1alpha1"
@@ -13,6 +16,7 @@ import (
 	"everynode.io/everynode/extender"
 	"everynode.io/everynode/index"
 	"everynode.io/everynode/server"
+	"everynode.io/everynode/takeover"
 	"everynode.io/everynode/webhook"
 )
 
@@ -50,7 +54,7 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	// they start; the controller itself is made per leadership term.
 	revisionInformer := cfg.kubeFactory.Apps().V1().ControllerRevisions()
 	revisionInformer.Informer()
-	newController := func(ctx context.Context) (controllerRunner, error) {
+	newSetController := func(ctx context.Context) (*controller.Controller, error) {
 		return controller.New(ctx, controller.Config{
 			KubeClient:  cfg.clients.controllerKube,
 			Client:      cfg.clients.controllerEverynode,
@@ -65,6 +69,10 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 			Nodes:                    nodeInformer,
 			Revisions:                revisionInformer,
 		})
+	}
+	newController := func(ctx context.Context) (controllerRunner, error) { return newSetController(ctx) }
+	if cfg.opts.takeover {
+		newController = takeoverController(cfg, newSetController, podInformer, nodeInformer, revisionInformer)
 	}
 	// One now, so that a wiring error stops serve at start, and so its
 	// indexes are on the informers before they start.
@@ -101,6 +109,9 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.opts.takeover {
+		ext.TakeOver(cfg.kubeFactory.Apps().V1().DaemonSets())
+	}
 
 	p := &parts{
 		routes:        []server.Routes{hooks, ext.Routes()},
@@ -122,6 +133,7 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 // collectors.
 func registerMetrics(r prometheus.Registerer, sets everynodelisters.DaemonSetLister, deferred func() float64) {
 	controller.RegisterMetrics(r)
+	r.MustRegister(takeoverGauge)
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "everynode", Subsystem: "controller", Name: "deferred_requests",
 		Help: "Requests (Normal events) waiting for a spare token of the controller's --kube-api-qps budget while pod work uses it.",
@@ -129,4 +141,68 @@ func registerMetrics(r prometheus.Registerer, sets everynodelisters.DaemonSetLis
 	r.MustRegister(controller.NewSetStatusCollector(sets), leaderGauge)
 	webhook.RegisterMetrics(r)
 	extender.RegisterMetrics(r)
+}
+
+// takeoverController returns the controller of a leadership term in
+// takeover mode: everynode's own, and beside it the same controller over
+// apps/v1 DaemonSets, run by a takeover.Runner only while no other
+// DaemonSet controller runs.
+func takeoverController(cfg partsConfig, newSetController func(context.Context) (*controller.Controller, error),
+	pods coreinformers.PodInformer, nodes coreinformers.NodeInformer, revisions appsinformers.ControllerRevisionInformer,
+) func(context.Context) (controllerRunner, error) {
+	apps := cfg.kubeFactory.Apps().V1().DaemonSets()
+	apps.Informer() // known to the factory before it starts
+	return func(ctx context.Context) (controllerRunner, error) {
+		own, err := newSetController(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// ctx carries the term's write fence (controller.New keeps it); a
+		// run's own cancellation comes with the context it is run with.
+		runner := &takeover.Runner{
+			Probe: &takeover.Probe{Client: cfg.clients.controllerKube, Namespace: cfg.opts.namespace, Timeout: cfg.opts.takeoverProbeTimeout},
+			Sets:  apps.Informer(),
+			Retry: cfg.opts.takeoverRetry,
+			Active: func(on bool) {
+				if on {
+					takeoverGauge.Set(1)
+				} else {
+					takeoverGauge.Set(0)
+				}
+			},
+			NewController: func(context.Context) (takeover.Controller, error) {
+				return controller.New(ctx, controller.Config{
+					KubeClient:               cfg.clients.controllerKube,
+					Client:                   cfg.clients.controllerEverynode,
+					Budget:                   cfg.clients.budget,
+					EventClient:              cfg.clients.controllerEvents,
+					WebhookSkippedNamespaces: cfg.opts.skippedNamespaces(),
+					SchedulerName:            cfg.opts.schedulerName,
+					AppsDaemonSets:           apps,
+					Pods:                     pods,
+					Nodes:                    nodes,
+					Revisions:                revisions,
+				})
+			},
+		}
+		return bothRunners{own, runner}, nil
+	}
+}
+
+// takeoverGauge is 1 while this replica reconciles apps/v1 DaemonSets.
+var takeoverGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+	Namespace: "everynode", Subsystem: "takeover", Name: "active",
+	Help: "1 while this replica reconciles apps/v1 DaemonSets (--takeover); 0 otherwise, also while it leads but waits for another DaemonSet controller (kube-controller-manager's) to stop.",
+})
+
+// bothRunners runs two controllers for one term: it returns when both
+// have, with the first error.
+type bothRunners [2]controllerRunner
+
+func (b bothRunners) Run(ctx context.Context, workers int) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, r := range b {
+		g.Go(func() error { return r.Run(ctx, workers) })
+	}
+	return g.Wait()
 }

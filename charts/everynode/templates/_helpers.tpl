@@ -186,6 +186,11 @@ outside the cluster (external.url), so both always agree.
 {{- with .Values.startupTaint }}
 --startup-taint={{ . }}
 {{- end }}
+{{- if .Values.takeover.enabled }}
+--takeover
+--takeover-probe-timeout={{ .Values.takeover.probeTimeoutSeconds }}s
+--takeover-retry={{ .Values.takeover.retrySeconds }}s
+{{- end }}
 {{- if and .Values.clientAuth.caBundle (not .Values.external.url) }}
 --client-ca-file=/client-ca/ca.crt
 {{- end }}

@@ -1,0 +1,113 @@
+package takeover
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// Controller is what Runner runs while the takeover holds: everynode's
+// controller over apps/v1 DaemonSets, made anew for every run.
+type Controller interface {
+	Run(ctx context.Context, workers int) error
+}
+
+// Runner runs the apps/v1 controller for one leadership term, only while
+// no other DaemonSet controller runs: it checks first (Probe.Check), and
+// stops the controller as soon as anyone writes the probe's status. After
+// a refusal or a stop it checks again every Retry, so turning
+// kube-controller-manager's DaemonSet controller off is all an operator
+// needs to do.
+type Runner struct {
+	Probe *Probe
+	// Sets is the apps/v1 DaemonSet informer the controller reads; Runner
+	// watches the probe through it.
+	Sets cache.SharedIndexInformer
+	// NewController makes the controller of one run.
+	NewController func(context.Context) (Controller, error)
+	// Retry is the time between checks while another controller runs.
+	Retry time.Duration
+	// Active, when set, is told when the controller starts (true) and
+	// stops (false): the metric everynode_takeover_active.
+	Active func(bool)
+}
+
+func (r *Runner) active(on bool) {
+	if r.Active != nil {
+		r.Active(on)
+	}
+}
+
+// Run checks and runs until ctx is done.
+func (r *Runner) Run(ctx context.Context, workers int) error {
+	logger := klog.FromContext(ctx).WithValues("probe", klog.KRef(r.Probe.Namespace, ProbeName))
+	for {
+		err := r.Probe.Check(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			var other *ErrOtherController
+			if errors.As(err, &other) {
+				logger.Error(err, "Not taking over apps/v1 DaemonSets; checking again", "retry", r.Retry)
+			} else {
+				logger.Error(err, "Could not tell whether another DaemonSet controller runs; checking again", "retry", r.Retry)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(r.Retry):
+			}
+			continue
+		}
+		logger.Info("No other DaemonSet controller answered the probe: reconciling apps/v1 DaemonSets", "waited", r.Probe.Timeout)
+		if err := r.runOnce(ctx, workers); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// errAnswered is the cause of a run stopped by a write of the probe.
+var errAnswered = errors.New("another DaemonSet controller wrote the takeover probe's status")
+
+// runOnce runs one controller until ctx is done or the probe is answered.
+func (r *Runner) runOnce(ctx context.Context, workers int) error {
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	reg, err := r.Sets.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur interface{}) {
+			o, ok1 := old.(*appsv1.DaemonSet)
+			c, ok2 := cur.(*appsv1.DaemonSet)
+			if ok1 && ok2 && c.Namespace == r.Probe.Namespace && c.Name == ProbeName && Answered(o, c) {
+				stop(errAnswered)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = r.Sets.RemoveEventHandler(reg) }()
+	ctrl, err := r.NewController(runCtx)
+	if err != nil {
+		return err
+	}
+	r.active(true)
+	err = ctrl.Run(runCtx, workers)
+	r.active(false)
+	if cause := context.Cause(runCtx); errors.Is(cause, errAnswered) && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(cause, "Stopped reconciling apps/v1 DaemonSets: kube-controller-manager's DaemonSet controller (or another) is running; "+
+			"everynode takes over again once it stops (--controllers=*,-daemonset-controller)", "retry", r.Retry)
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.Retry):
+		}
+	}
+	return err
+}
