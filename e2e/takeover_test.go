@@ -2,9 +2,17 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 	"everynode.io/everynode/takeover"
 )
 
@@ -28,5 +36,126 @@ func TestTakeoverProbeFindsKubeControllerManager(t *testing.T) {
 			t.Fatalf("round %d: Check = %v after %s; want kube-controller-manager's DaemonSet controller found", round, err, time.Since(start).Round(time.Millisecond))
 		}
 		t.Logf("round %d: %v", round, err)
+	}
+}
+
+// Taking over an apps/v1 DaemonSet that kube-controller-manager runs:
+// its pods go on (same UIDs, none created or deleted), the set's status
+// becomes everynode's to write, and stock kubectl rollout works against
+// everynode: an image update rolls, `rollout undo` goes back through the
+// revision kube-controller-manager wrote, and `rollout history` lists
+// them.
+func TestTakeoverOfARunningDaemonSet(t *testing.T) {
+	ns := newNamespace(t)
+	scenario := "takeover-" + randSuffix()
+	createNodes(t, scenario, 3, map[string]string{scenarioLabel: scenario})
+	manifest := fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: fluentd, namespace: %s}
+spec:
+  selector: {matchLabels: {app: fluentd}}
+  template:
+    metadata: {labels: {app: fluentd}}
+    spec:
+      nodeSelector: {%q: %q}
+      containers: [{name: fluentd, image: "quay.io/fluentd_elasticsearch/fluentd:v5.0.1"}]
+`, ns, scenarioLabel, scenario)
+	if out, err := kubectl(t, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	before := runningAppsPods(t, ns, 3, "kube-controller-manager's pods")
+
+	everynodeProcess(t, "takeover", "on")
+	t.Cleanup(func() { everynodeProcess(t, "takeover", "off") })
+
+	// everynode marks the pods it found and counts them: no second pod.
+	eventually(t, time.Minute, "everynode to take the set over", func() (bool, string, error) {
+		pods := appsPods(t, ns)
+		marked := 0
+		for _, p := range pods {
+			if placement.IsDaemonPod(&p) {
+				marked++
+			}
+		}
+		return marked == 3 && len(pods) == 3, fmt.Sprintf("%d pods, %d marked", len(pods), marked), nil
+	})
+	never(t, 10*time.Second, "a pod created or deleted after the takeover", func() (bool, string, error) {
+		pods := appsPods(t, ns)
+		if len(pods) != 3 {
+			return true, fmt.Sprintf("%d pods", len(pods)), nil
+		}
+		for _, p := range pods {
+			if before[p.Spec.NodeName] != p.UID {
+				return true, fmt.Sprintf("pod %s on %s is new", p.Name, p.Spec.NodeName), nil
+			}
+		}
+		return false, "", nil
+	})
+
+	if out, err := kubectl(t, "", "-n", ns, "set", "image", "ds/fluentd", "fluentd=quay.io/fluentd_elasticsearch/fluentd:v5.0.2"); err != nil {
+		t.Fatalf("kubectl set image: %v\n%s", err, out)
+	}
+	rolloutStatus(t, ns)
+	runningAppsPods(t, ns, 3, "the updated pods")
+	for _, p := range appsPods(t, ns) {
+		if p.Spec.Containers[0].Image != "quay.io/fluentd_elasticsearch/fluentd:v5.0.2" || p.Annotations[everynodev1alpha1.AnnotationMadeWhole] == "" {
+			t.Errorf("pod %s: image %s, made-whole %q; want v5.0.2 made by everynode", p.Name, p.Spec.Containers[0].Image, p.Annotations[everynodev1alpha1.AnnotationMadeWhole])
+		}
+	}
+
+	if out, err := kubectl(t, "", "-n", ns, "rollout", "undo", "ds/fluentd"); err != nil {
+		t.Fatalf("kubectl rollout undo: %v\n%s", err, out)
+	}
+	rolloutStatus(t, ns)
+	runningAppsPods(t, ns, 3, "the pods rolled back")
+	for _, p := range appsPods(t, ns) {
+		if p.Spec.Containers[0].Image != "quay.io/fluentd_elasticsearch/fluentd:v5.0.1" {
+			t.Errorf("pod %s runs %s after rollout undo, want v5.0.1", p.Name, p.Spec.Containers[0].Image)
+		}
+	}
+	out, err := kubectl(t, "", "-n", ns, "rollout", "history", "ds/fluentd")
+	if err != nil || !strings.Contains(out, "2 ") || !strings.Contains(out, "3 ") {
+		t.Errorf("kubectl rollout history: %v\n%s\nwant revisions 2 and 3 (1 became 3 with the undo)", err, out)
+	}
+}
+
+// appsPods lists the live pods of the DaemonSet fluentd in ns.
+func appsPods(t *testing.T, ns string) []corev1.Pod {
+	t.Helper()
+	list, err := kube.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{LabelSelector: "app=fluentd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// runningAppsPods waits for want running, ready pods of fluentd, one per
+// node, and returns their UIDs by node.
+func runningAppsPods(t *testing.T, ns string, want int, what string) map[string]types.UID {
+	t.Helper()
+	byNode := map[string]types.UID{}
+	eventually(t, time.Minute, what, func() (bool, string, error) {
+		byNode = map[string]types.UID{}
+		pods := appsPods(t, ns)
+		for _, p := range pods {
+			if isRunningReady(&p) {
+				byNode[p.Spec.NodeName] = p.UID
+			}
+		}
+		return len(pods) == want && len(byNode) == want, fmt.Sprintf("%d pods, %d running and ready on distinct nodes", len(pods), len(byNode)), nil
+	})
+	return byNode
+}
+
+func rolloutStatus(t *testing.T, ns string) {
+	t.Helper()
+	if out, err := kubectl(t, "", "-n", ns, "rollout", "status", "ds/fluentd", "--timeout=90s"); err != nil {
+		t.Fatalf("kubectl rollout status: %v\n%s", err, out)
 	}
 }

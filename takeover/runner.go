@@ -64,7 +64,22 @@ func (r *Runner) Run(ctx context.Context, workers int) error {
 			}
 			continue
 		}
-		logger.Info("No other DaemonSet controller answered the probe: reconciling apps/v1 DaemonSets", "waited", r.Probe.Timeout)
+		// kube-controller-manager's pods first: unmarked, the controller
+		// would not see them and would start a second pod beside each.
+		marked, err := MarkPods(ctx, r.Probe.Client)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			logger.Error(err, "Could not mark every pod of the apps/v1 DaemonSets; not taking over yet", "marked", marked, "retry", r.Retry)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(r.Retry):
+			}
+			continue
+		}
+		logger.Info("No other DaemonSet controller answered the probe: reconciling apps/v1 DaemonSets", "waited", r.Probe.Timeout, "podsMarked", marked)
 		if err := r.runOnce(ctx, workers); err != nil {
 			return err
 		}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cluster.sh up|down|start-everynode|stop-everynode|start-replica N|stop-replica N|
 #   restart-apiserver [SECONDS]|restart-scheduler [with-extender|without-extender]|
-#   cert-mode MODE|client-auth on|off: the local
+#   cert-mode MODE|client-auth on|off|takeover on|off: the local
 #   everynode cluster.
 # (up is up-control-plane, then install-everynode; e2e.sh runs tests between
 # the two that need a kube-apiserver without everynode.)
@@ -156,6 +156,30 @@ client_auth() {
   start_everynode
 }
 
+# takeover on|off: kube-controller-manager without its DaemonSet controller
+# and everynode with --takeover (the chart with takeover.enabled), so
+# everynode reconciles apps/v1 DaemonSets; or both back as `up` starts
+# them. Quick probe and retry, for the scenarios. Remembered in
+# $STATE/takeover, so a later start-everynode keeps it.
+TAKEOVER_FILE="$STATE/takeover"
+takeover_args() {
+  [[ "$(cat "$TAKEOVER_FILE" 2>/dev/null)" == on ]] && echo "--takeover --takeover-probe-timeout=5s --takeover-retry=5s"
+  return 0
+}
+takeover() {
+  local controllers enabled
+  case "${1:-}" in
+    on) controllers='*,-daemonset-controller' enabled=true ;;
+    off) controllers="${KCM_CONTROLLERS:-*}" enabled=false ;;
+    *) echo "usage: $0 takeover on|off" >&2; exit 2 ;;
+  esac
+  stop_everynode
+  restart_component kube-controller-manager 0 "--controllers=$controllers"
+  echo "$1" >"$TAKEOVER_FILE"
+  EXTRA_HELM_ARGS="--set takeover.enabled=$enabled ${EXTRA_HELM_ARGS:-}" install_chart
+  start_everynode
+}
+
 # cert-manager's controller and cainjector, built from its library module
 # by tools.sh (e2e/tools/certmanager), run on this host like everynode, with
 # the admin kubeconfig; its CRDs come from the same module.
@@ -239,7 +263,7 @@ launch_everynode() {
   nohup "$ROOT/bin/everynode" serve \
     --kubeconfig "$EVERYNODE_KUBECONFIG" --namespace "$NAMESPACE" \
     --leader-election-id "$RELEASE" \
-    $(cert_args) $(client_auth_args) \
+    $(cert_args) $(client_auth_args) $(takeover_args) \
     --secure-addr "127.0.0.1:$port" --health-addr "127.0.0.1:$health" \
     --profiling -v 2 ${EVERYNODE_ARGS:-} >>"$log" 2>&1 &
   echo $! >"$pidfile"
@@ -333,14 +357,21 @@ YAML
   wait_for "kube-scheduler /readyz" 60 curl -fsSk "https://127.0.0.1:$port/readyz"
 }
 
-# restart_component NAME SECONDS: stops one of kwokctl's components, waits
-# SECONDS, and starts it again with the same command line (kwokctl's binary
-# runtime has no command for one component).
+# restart_component NAME SECONDS [--FLAG=VALUE]: stops one of kwokctl's
+# components, waits SECONDS, and starts it again with the same command line
+# (kwokctl's binary runtime has no command for one component), with
+# --FLAG=VALUE in place of any --FLAG= it had, or added.
 restart_component() {
-  local dir="$KWOK_WORKDIR/clusters/$CLUSTER_NAME" pid cwd name="$1"
+  local dir="$KWOK_WORKDIR/clusters/$CLUSTER_NAME" pid cwd name="$1" flag="${3:-}"
   pid="$(cat "$dir/pids/$name.pid")"
   local -a cmd
   mapfile -d '' cmd <"/proc/$pid/cmdline"
+  if [[ -n "$flag" ]]; then
+    local -a kept=()
+    local a
+    for a in "${cmd[@]}"; do [[ "$a" == "${flag%%=*}="* ]] || kept+=("$a"); done
+    cmd=("${kept[@]}" "$flag")
+  fi
   cwd="$(readlink "/proc/$pid/cwd")"
   kill "$pid"
   for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
@@ -362,7 +393,7 @@ up_control_plane() {
   "$ROOT/e2e/hack/tools.sh"
   [[ -x "$ROOT/bin/everynode" ]] || (cd "$ROOT" && go build -o bin/ ./cmd/everynode)
   pki
-  rm -f "$CERT_MODE_FILE" "$CLIENT_AUTH_FILE"
+  rm -f "$CERT_MODE_FILE" "$CLIENT_AUTH_FILE" "$TAKEOVER_FILE"
   scheduler_config >"$STATE/scheduler-config.yaml"
   admission_config
   kwokctl_config
@@ -412,5 +443,6 @@ case "${1:-}" in
   restart-scheduler) restart_scheduler "${2:-}" ;;
   cert-mode) cert_mode "${2:-}" ;;
   client-auth) service_account_kubeconfig; client_auth "${2:-}" ;;
-  *) echo "usage: $0 up|up-control-plane|install-everynode|down|start-everynode|stop-everynode|start-replica N|stop-replica N|restart-apiserver [SECONDS]|restart-scheduler [with-extender|without-extender]|cert-mode self-signed|cert-manager|external-ca" >&2; exit 2 ;;
+  takeover) service_account_kubeconfig; takeover "${2:-}" ;;
+  *) echo "usage: $0 up|up-control-plane|install-everynode|down|start-everynode|stop-everynode|start-replica N|stop-replica N|restart-apiserver [SECONDS]|restart-scheduler [with-extender|without-extender]|cert-mode self-signed|cert-manager|external-ca|client-auth on|off|takeover on|off" >&2; exit 2 ;;
 esac
