@@ -198,7 +198,12 @@ func Match(ds *everynodev1alpha1.DaemonSet, rev *appsv1.ControllerRevision) (boo
 	return MatchData(want, rev.Data.Raw), nil
 }
 
-// MatchData reports whether two revision data documents are equal as JSON.
+// MatchData reports whether two revision data documents are equal as JSON,
+// with or without upstream's "$patch": "replace" on the template: a set
+// moved between the apps/v1 kind and everynode's (kubectl everynode
+// migrate) keeps the revisions the other kind wrote, and the one that
+// holds its template is its current revision, not a name collision that
+// would change the hash and replace every pod.
 func MatchData(want, have []byte) bool {
 	if bytes.Equal(want, have) {
 		return true
@@ -207,7 +212,19 @@ func MatchData(want, have []byte) bool {
 	if json.Unmarshal(want, &a) != nil || json.Unmarshal(have, &b) != nil {
 		return false
 	}
-	return reflect.DeepEqual(a, b)
+	return reflect.DeepEqual(withoutReplaceDirective(a), withoutReplaceDirective(b))
+}
+
+// withoutReplaceDirective drops "$patch" from spec.template of decoded
+// revision data, in place.
+func withoutReplaceDirective(v interface{}) interface{} {
+	obj, _ := v.(map[string]interface{})
+	if spec, ok := obj["spec"].(map[string]interface{}); ok {
+		if tmpl, ok := spec["template"].(map[string]interface{}); ok {
+			delete(tmpl, "$patch")
+		}
+	}
+	return v
 }
 
 // MaxRevision returns the highest Revision number among revs, 0 if none.

@@ -147,14 +147,27 @@ func TestMatch(t *testing.T) {
 	if err := json.Indent(&indented, data, "", "  "); err != nil {
 		t.Fatal(err)
 	}
+	// The same template as the apps/v1 kind stores it (upstream's format).
+	asApps := testSet()
+	asApps.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"}
+	appsData, _ := Data(asApps)
+	if bytes.Equal(appsData, data) || !bytes.Contains(appsData, []byte(`"$patch":"replace"`)) {
+		t.Fatalf("apps/v1 data %s, want the template with upstream's replace directive", appsData)
+	}
+	otherAsApps := other.DeepCopy()
+	otherAsApps.TypeMeta = asApps.TypeMeta
+	otherAppsData, _ := Data(otherAsApps)
 	tests := map[string]struct {
 		raw  []byte
 		want bool
 	}{
-		"same bytes":             {data, true},
-		"same JSON, reformatted": {indented.Bytes(), true},
-		"other template":         {otherData, false},
-		"garbage":                {[]byte("nope"), false},
+		"same bytes":                             {data, true},
+		"written by the apps/v1 kind (migrated)": {appsData, true},
+		"other template, apps/v1 kind":           {otherAppsData, false},
+		"JSON null":                              {[]byte("null"), false},
+		"same JSON, reformatted":                 {indented.Bytes(), true},
+		"other template":                         {otherData, false},
+		"garbage":                                {[]byte("nope"), false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
