@@ -23,6 +23,12 @@ type setState struct {
 	// in canonical form: data is immutable, so each is checked once, not
 	// decoded and encoded again on every sync.
 	canonical map[types.UID]struct{}
+	// unmarked is the migration's marking (migrate.go): done once per
+	// set and term, then the pods marked that the cache has yet to show.
+	unmarked struct {
+		done    bool
+		waiting []cache.ObjectName
+	}
 }
 
 // setStates holds the setState of every set under one lock, and forgets a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +62,15 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return fmt.Errorf("construct revisions of DaemonSet %s: %w", key, err)
 	}
 	hash := cur.Labels[revision.HashLabel]
+	if wait, err := c.markUnmarked(ctx, ds); err != nil {
+		return fmt.Errorf("mark the orphaned pods of DaemonSet %s: %w", key, err)
+	} else if wait {
+		// Acting before the cache shows them would start a second pod on
+		// their nodes.
+		logger.V(2).Info("Waiting for the pods marked for adoption to show")
+		c.enqueueAfter(ds, time.Second)
+		return nil
+	}
 	// Adopted pods are expected like creations on their nodes, so claim
 	// before the expectations are read.
 	if _, err := c.claimPods(ctx, ds, adopt); err != nil {

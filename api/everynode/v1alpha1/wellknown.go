@@ -36,6 +36,14 @@ const (
 	// controller (package takeover). Its value is the probe's round.
 	LabelTakeoverProbe = "everynode.io/takeover-probe"
 
+	// AnnotationAdoptUnmarkedPods on a set ("true") asks the controller to
+	// adopt the orphaned pods its selector matches that lack the daemon-pod
+	// label: the pods of an apps/v1 DaemonSet that `kubectl everynode
+	// migrate` orphaned. The controller gives them the label (its pod
+	// informer sees no others) and adopts them as any orphan; their
+	// revision hash is the set's, so none is replaced.
+	AnnotationAdoptUnmarkedPods = "everynode.io/adopt-unmarked-pods"
+
 	// AnnotationChangeCause is copied from the set onto each
 	// ControllerRevision, as `kubectl rollout history` expects.
 	AnnotationChangeCause = "kubernetes.io/change-cause"
