@@ -9,6 +9,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"everynode.io/everynode/plugin/explain"
+	"everynode.io/everynode/plugin/migrate"
 	"everynode.io/everynode/plugin/rollout"
 )
 
@@ -39,7 +40,7 @@ Install: put kubectl-everynode on your PATH; kubectl then runs it for
 	flags.AddFlags(cmd.PersistentFlags())
 
 	f := newConfigFactory(flags, streams.ErrOut)
-	cmd.AddCommand(rollout.NewCmdRollout(f, streams), explain.NewCommand(f, streams), newVersionCommand(streams, version))
+	cmd.AddCommand(rollout.NewCmdRollout(f, streams), explain.NewCommand(f, streams), migrate.NewCommand(f, streams), newVersionCommand(streams, version))
 	return cmd
 }
 
