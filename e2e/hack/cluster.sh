@@ -160,8 +160,9 @@ client_auth() {
 # and everynode with --takeover (the chart with takeover.enabled), so
 # everynode reconciles apps/v1 DaemonSets; or both back as `up` starts
 # them. Quick probe and retry, for the scenarios. Remembered in
-# $STATE/takeover, so a later start-everynode keeps it.
-TAKEOVER_FILE="$STATE/takeover"
+# $STATE/takeover-mode (not "takeover": conformance.sh keeps its report
+# there), so a later start-everynode keeps it.
+TAKEOVER_FILE="$STATE/takeover-mode"
 takeover_args() {
   [[ "$(cat "$TAKEOVER_FILE" 2>/dev/null)" == on ]] && echo "--takeover --takeover-probe-timeout=5s --takeover-retry=5s"
   return 0
