@@ -7,8 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	kubeinformers "k8s.io/client-go/informers"
-	appsinformers "k8s.io/client-go/informers/apps/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 
 	everynodeinformers "everynode.io/everynode/client/informers/externalversions"
 	everynodelisters "everynode.io/everynode/client/listers/everynode/v1alpha1"
@@ -54,25 +52,28 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	// they start; the controller itself is made per leadership term.
 	revisionInformer := cfg.kubeFactory.Apps().V1().ControllerRevisions()
 	revisionInformer.Informer()
-	newSetController := func(ctx context.Context) (*controller.Controller, error) {
-		return controller.New(ctx, controller.Config{
-			KubeClient:  cfg.clients.controllerKube,
-			Client:      cfg.clients.controllerEverynode,
-			Budget:      cfg.clients.budget,
-			EventClient: cfg.clients.controllerEvents,
-			// The chart's list, so the controller warns where the
-			// webhooks do not run.
-			WebhookSkippedNamespaces: cfg.opts.skippedNamespaces(),
-			SchedulerName:            cfg.opts.schedulerName,
-			DaemonSets:               setInformer,
-			Pods:                     podInformer,
-			Nodes:                    nodeInformer,
-			Revisions:                revisionInformer,
-		})
+	// base is the controller's config but for the kind of set it
+	// reconciles.
+	base := controller.Config{
+		KubeClient:  cfg.clients.controllerKube,
+		Client:      cfg.clients.controllerEverynode,
+		Budget:      cfg.clients.budget,
+		EventClient: cfg.clients.controllerEvents,
+		// The chart's list, so the controller warns where the webhooks do
+		// not run.
+		WebhookSkippedNamespaces: cfg.opts.skippedNamespaces(),
+		SchedulerName:            cfg.opts.schedulerName,
+		Pods:                     podInformer,
+		Nodes:                    nodeInformer,
+		Revisions:                revisionInformer,
 	}
-	newController := func(ctx context.Context) (controllerRunner, error) { return newSetController(ctx) }
+	newController := func(ctx context.Context) (controllerRunner, error) {
+		own := base
+		own.DaemonSets = setInformer
+		return controller.New(ctx, own)
+	}
 	if cfg.opts.takeover {
-		newController = takeoverController(cfg, newSetController, podInformer, nodeInformer, revisionInformer)
+		newController = takeoverController(cfg, base, newController)
 	}
 	// One now, so that a wiring error stops serve at start, and so its
 	// indexes are on the informers before they start.
@@ -144,21 +145,18 @@ func registerMetrics(r prometheus.Registerer, sets everynodelisters.DaemonSetLis
 }
 
 // takeoverController returns the controller of a leadership term in
-// takeover mode: everynode's own, and beside it the same controller over
-// apps/v1 DaemonSets, run by a takeover.Runner only while no other
-// DaemonSet controller runs.
-func takeoverController(cfg partsConfig, newSetController func(context.Context) (*controller.Controller, error),
-	pods coreinformers.PodInformer, nodes coreinformers.NodeInformer, revisions appsinformers.ControllerRevisionInformer,
-) func(context.Context) (controllerRunner, error) {
+// takeover mode: everynode's own (newOwn), and beside it the same
+// controller over apps/v1 DaemonSets (base with AppsDaemonSets), run by a
+// takeover.Runner only while no other DaemonSet controller runs.
+func takeoverController(cfg partsConfig, base controller.Config, newOwn func(context.Context) (controllerRunner, error)) func(context.Context) (controllerRunner, error) {
 	apps := cfg.kubeFactory.Apps().V1().DaemonSets()
 	apps.Informer() // known to the factory before it starts
+	base.AppsDaemonSets = apps
 	return func(ctx context.Context) (controllerRunner, error) {
-		own, err := newSetController(ctx)
+		own, err := newOwn(ctx)
 		if err != nil {
 			return nil, err
 		}
-		// ctx carries the term's write fence (controller.New keeps it); a
-		// run's own cancellation comes with the context it is run with.
 		runner := &takeover.Runner{
 			Probe: &takeover.Probe{Client: cfg.clients.controllerKube, Namespace: cfg.opts.namespace, Timeout: cfg.opts.takeoverProbeTimeout},
 			Sets:  apps.Informer(),
@@ -170,20 +168,10 @@ func takeoverController(cfg partsConfig, newSetController func(context.Context) 
 					takeoverGauge.Set(0)
 				}
 			},
-			NewController: func(context.Context) (takeover.Controller, error) {
-				return controller.New(ctx, controller.Config{
-					KubeClient:               cfg.clients.controllerKube,
-					Client:                   cfg.clients.controllerEverynode,
-					Budget:                   cfg.clients.budget,
-					EventClient:              cfg.clients.controllerEvents,
-					WebhookSkippedNamespaces: cfg.opts.skippedNamespaces(),
-					SchedulerName:            cfg.opts.schedulerName,
-					AppsDaemonSets:           apps,
-					Pods:                     pods,
-					Nodes:                    nodes,
-					Revisions:                revisions,
-				})
-			},
+			// ctx carries the term's write fence (controller.New keeps
+			// it); a run's own cancellation comes with the context it is
+			// run with.
+			NewController: func(context.Context) (takeover.Controller, error) { return controller.New(ctx, base) },
 		}
 		return bothRunners{own, runner}, nil
 	}
