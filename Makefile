@@ -74,6 +74,10 @@ bench-churn: tools build ## Nodes join while one of ten sets rolls: per-node wai
 bench-inplace: tools build ## The image update in place (with and without its gate) against upstream's recreate (NODES=1000)
 	BENCH_ARGS="--scenario=inplace $(BENCH_ARGS)" e2e/hack/bench.sh
 
+.PHONY: bench-takeover
+bench-takeover: tools build ## One apps/v1 set by kube-controller-manager and by everynode --takeover, alternated (NODES=1000)
+	BENCH_ARGS="--scenario=takeover $(BENCH_ARGS)" e2e/hack/bench.sh
+
 .PHONY: fuzz
 fuzz: ## Every fuzz target for FUZZTIME (30s) from its corpus in testdata/fuzz; SAVE=1 keeps what it finds
 	hack/fuzz.sh $(if $(SAVE),--save)

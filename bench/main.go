@@ -24,6 +24,8 @@ type config struct {
 	kcmControllers                     string
 	kwokPodWorkers, kwokNodeWorkers    int
 	kcmPIDFile, everynodePIDFile       string
+	// switchCmd is cluster.sh, for --scenario=takeover.
+	switchCmd string
 	pidDir                             string
 	everynodeMetrics, schedulerMetrics string
 	noExtenderMetrics                  string
@@ -66,6 +68,7 @@ func main() {
 	flag.IntVar(&c.kwokPodWorkers, "kwok-pod-workers", 0, "kwok's podPlayStageParallelism (for the report; 0: kwok's default, 4)")
 	flag.IntVar(&c.kwokNodeWorkers, "kwok-node-workers", 0, "kwok's nodeLeaseParallelism and nodePlayStageParallelism (for the report; 0: kwok's default, 4)")
 	flag.StringVar(&c.kcmPIDFile, "kcm-pid-file", "", "pid file of kube-controller-manager")
+	flag.StringVar(&c.switchCmd, "switch-cmd", "", `with --scenario=takeover: the command that switches the controllers ("<cmd> takeover on|off": e2e/hack/cluster.sh)`)
 	flag.StringVar(&c.everynodePIDFile, "everynode-pid-file", "", "pid file of everynode")
 	flag.StringVar(&c.pidDir, "pid-dir", "", "directory of the control plane's pid files (kwokctl's pids/), for CPU by process and the quiet wait before each run")
 	flag.StringVar(&c.everynodeMetrics, "everynode-metrics", "http://127.0.0.1:28080/metrics", "everynode's /metrics")
@@ -77,15 +80,15 @@ func main() {
 	flag.StringVar(&c.auditLog, "audit-log", "", "kube-apiserver audit log (requests per client)")
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.BoolVar(&c.dry, "dry", false, "check the setup and exit")
-	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "inplace": the image update in place against upstream's recreate (inplace.go)`)
+	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "inplace": the image update in place against upstream's recreate (inplace.go); "takeover": one apps/v1 set by kube-controller-manager and by everynode --takeover (takeover.go)`)
 	flag.StringVar(&c.inPlaceVariants, "inplace-variants", "", "with --scenario=inplace: the variants to run, comma separated (upstream, gate, nogate); empty: all")
 	flag.StringVar(&c.profileDir, "profile-joins", "", "directory for CPU profiles of every process over each join wave (a diagnostic: off by default)")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 3, "length of each join wave's CPU profiles, from the wave's first node create")
 	flag.Var(&c.profileURLs, "profile-url", "another process to profile over the join waves, as name=base URL of its /debug/pprof (repeatable)")
 	flag.Parse()
 
-	if c.scenario != "rounds" && c.scenario != "churn" && c.scenario != "inplace" {
-		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\" or \"inplace\"\n", c.scenario)
+	if c.scenario != "rounds" && c.scenario != "churn" && c.scenario != "inplace" && c.scenario != "takeover" {
+		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\", \"inplace\" or \"takeover\"\n", c.scenario)
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -181,6 +184,26 @@ func run(ctx context.Context, c config) error {
 			done := c
 			done.rounds = r
 			md, err := writeInPlaceReport(done, runs, start)
+			if err != nil {
+				return err
+			}
+			logf("round %d of %d written to %s", r, c.rounds, md)
+		}
+		return nil
+	}
+	if c.scenario == "takeover" {
+		var runs []*takeoverResult
+		for r := 1; r <= c.rounds; r++ {
+			for _, v := range takeoverVariants {
+				res, err := b.takeoverOnce(ctx, v, r)
+				if err != nil {
+					return fmt.Errorf("%s takeover round %d: %w", v.name, r, err)
+				}
+				runs = append(runs, res)
+			}
+			done := c
+			done.rounds = r
+			md, err := writeTakeoverReport(done, runs, start)
 			if err != nil {
 				return err
 			}

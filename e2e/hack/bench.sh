@@ -34,7 +34,11 @@ NODES="${NODES:-1000}"
 ROUNDS="${ROUNDS:-3}"
 QPS="${QPS:-50}"
 BURST="${BURST:-100}"
-KCM_CONTROLLERS="${KCM_CONTROLLERS:-daemonset-controller}"
+export KCM_CONTROLLERS="${KCM_CONTROLLERS:-daemonset-controller}"
+# --scenario=takeover switches with `cluster.sh takeover on|off`: "on" runs
+# kube-controller-manager with none of its controllers (this cluster runs
+# only the DaemonSet one), "off" with KCM_CONTROLLERS again.
+export TAKEOVER_KCM_CONTROLLERS="-daemonset-controller"
 KWOK_POD_WORKERS="${KWOK_POD_WORKERS:-32}"
 KWOK_NODE_WORKERS="${KWOK_NODE_WORKERS:-32}"
 KWOK_CLUSTER="$KWOK_WORKDIR/clusters/$CLUSTER_NAME"
@@ -255,6 +259,7 @@ say "benchmark: $ROUNDS rounds of A (apps/v1) and B (everynode.io/v1alpha1) on $
   --kcm-controllers "$KCM_CONTROLLERS" --kwok-pod-workers "$KWOK_POD_WORKERS" --kwok-node-workers "$KWOK_NODE_WORKERS" \
   --manifest "$ROOT/examples/fluentd-elasticsearch.yaml" \
   --kcm-pid-file "$KWOK_CLUSTER/pids/kube-controller-manager.pid" \
+  --switch-cmd "$ROOT/e2e/hack/cluster.sh" \
   --everynode-pid-file "$EVERYNODE_PID" \
   --pid-dir "$KWOK_CLUSTER/pids" \
   --everynode-metrics "http://127.0.0.1:$EVERYNODE_HEALTH_PORT/metrics" \

@@ -170,7 +170,7 @@ takeover_args() {
 takeover() {
   local controllers enabled
   case "${1:-}" in
-    on) controllers='*,-daemonset-controller' enabled=true ;;
+    on) controllers="${TAKEOVER_KCM_CONTROLLERS:-*,-daemonset-controller}" enabled=true ;;
     off) controllers="${KCM_CONTROLLERS:-*}" enabled=false ;;
     *) echo "usage: $0 takeover on|off" >&2; exit 2 ;;
   esac
