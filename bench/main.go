@@ -18,14 +18,14 @@ import (
 
 // config is the command line.
 type config struct {
-	kubeconfig, manifest, out          string
-	nodes, rounds, join, joinWaves     int
-	qps, burst                         int
-	kcmControllers                     string
-	kwokPodWorkers, kwokNodeWorkers    int
-	kcmPIDFile, everynodePIDFile       string
+	kubeconfig, manifest, out       string
+	nodes, rounds, join, joinWaves  int
+	qps, burst                      int
+	kcmControllers                  string
+	kwokPodWorkers, kwokNodeWorkers int
+	kcmPIDFile, everynodePIDFile    string
 	// switchCmd is cluster.sh, for --scenario=takeover.
-	switchCmd string
+	switchCmd                          string
 	pidDir                             string
 	everynodeMetrics, schedulerMetrics string
 	noExtenderMetrics                  string
