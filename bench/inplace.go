@@ -165,19 +165,24 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 	sorted := append([]*inPlaceResult(nil), runs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].round < sorted[j].round })
 	for _, r := range sorted {
-		var keys []string
-		for k := range r.requests {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var parts []string
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%s %d", k, r.requests[k]))
-		}
-		fmt.Fprintf(&sb, "| %s r%d | %s | %d | %s |\n", r.variant, r.round, fmtNum(r.update), r.total, strings.Join(parts, ", "))
+		fmt.Fprintf(&sb, "| %s r%d | %s | %d | %s |\n", r.variant, r.round, fmtNum(r.update), r.total, byVerbResource(r.requests))
 	}
 	path := reportBase(c.out, c.nodes) + "-inplace.md"
 	return path, os.WriteFile(path, []byte(sb.String()), 0o644)
+}
+
+// byVerbResource writes request counts by "verb resource", sorted.
+func byVerbResource(requests map[string]int) string {
+	keys := make([]string, 0, len(requests))
+	for k := range requests {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, requests[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // selectedVariants returns the variants whose keys are listed (comma

@@ -201,16 +201,7 @@ func writeTakeoverReport(c config, runs []*takeoverResult, start time.Time) (str
 	sorted := append([]*takeoverResult(nil), runs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].round < sorted[j].round })
 	for _, r := range sorted {
-		var keys []string
-		for k := range r.updateByVerbResc {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var parts []string
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%s %d", k, r.updateByVerbResc[k]))
-		}
-		fmt.Fprintf(&sb, "| %s r%d | %s | %d | %s |\n", r.variant, r.round, fmtNum(r.update), r.updateRequests, strings.Join(parts, ", "))
+		fmt.Fprintf(&sb, "| %s r%d | %s | %d | %s |\n", r.variant, r.round, fmtNum(r.update), r.updateRequests, byVerbResource(r.updateByVerbResc))
 	}
 	path := reportBase(c.out, c.nodes) + "-takeover.md"
 	return path, os.WriteFile(path, []byte(sb.String()), 0o644)

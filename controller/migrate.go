@@ -25,8 +25,6 @@ import (
 // wait until the cache shows every one, so no node gets a second pod.
 // They are orphans then, and claimPods adopts them as any other.
 
-var markPodPatch = []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, everynodev1alpha1.LabelDaemonPod, everynodev1alpha1.LabelDaemonPodValue))
-
 // markUnmarked labels the unmarked orphans of ds once per term and
 // reports whether the sync must wait for the cache to show them.
 func (c *Controller) markUnmarked(ctx context.Context, ds *everynodev1alpha1.DaemonSet) (wait bool, err error) {
@@ -85,7 +83,7 @@ func (c *Controller) markOrphans(ctx context.Context, ds *everynodev1alpha1.Daem
 			// yet: the next term tries again), or going.
 			continue
 		}
-		if _, err := c.kubeClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, markPodPatch, metav1.PatchOptions{}); err != nil {
+		if _, err := c.kubeClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, placement.MarkPatch, metav1.PatchOptions{}); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}

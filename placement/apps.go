@@ -1,9 +1,10 @@
 package placement
 
 import (
+	"fmt"
+
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
@@ -98,12 +99,13 @@ func SetRef(obj metav1.Object) *metav1.OwnerReference {
 // AppsControllerRef returns the owner reference of obj that names its
 // controlling apps/v1 DaemonSet (group apps, any version), or nil.
 func AppsControllerRef(obj metav1.Object) *metav1.OwnerReference {
-	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil || ref.Kind != KindDaemonSet {
-		return nil
-	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != appsv1.GroupName {
-		return nil
-	}
-	return ref
+	return daemonSetRef(obj, appsv1.GroupName)
 }
+
+// MarkPatch is the strategic merge patch that gives an existing pod the
+// daemon-pod label, so that everynode's pod informer (which selects on
+// it) sees the pod: for the pods kube-controller-manager made, at a
+// takeover (package takeover) or a migration (the controller's
+// adopt-unmarked-pods). Only the controller may send it: the pod webhook
+// refuses it from anyone else.
+var MarkPatch = []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, everynodev1alpha1.LabelDaemonPod, everynodev1alpha1.LabelDaemonPodValue))

@@ -17,11 +17,17 @@ const KindDaemonSet = "DaemonSet"
 // pods). The set lives in obj's namespace. The reference is not a copy:
 // callers must not modify it.
 func ControllerRef(obj metav1.Object) *metav1.OwnerReference {
+	return daemonSetRef(obj, everynodev1alpha1.GroupName)
+}
+
+// daemonSetRef returns obj's controller reference if it names a DaemonSet
+// of group (any version), else nil.
+func daemonSetRef(obj metav1.Object, group string) *metav1.OwnerReference {
 	ref := metav1.GetControllerOfNoCopy(obj)
 	if ref == nil || ref.Kind != KindDaemonSet {
 		return nil
 	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != everynodev1alpha1.GroupName {
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != group {
 		return nil
 	}
 	return ref

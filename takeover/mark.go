@@ -22,9 +22,6 @@ import (
 // leaves out).
 var unmarkedSelector = "controller-revision-hash,!" + everynodev1alpha1.LabelDaemonPod
 
-// markPatch is the label the controller's pod informer selects on.
-var markPatch = []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, everynodev1alpha1.LabelDaemonPod, everynodev1alpha1.LabelDaemonPodValue))
-
 // MarkPods gives the daemon-pod label to every pod an apps/v1 DaemonSet
 // controls that lacks it: the pods kube-controller-manager made before the
 // takeover. everynode reads only labelled pods (its pod informer selects
@@ -49,7 +46,7 @@ func MarkPods(ctx context.Context, client kubernetes.Interface) (int, error) {
 			if !needsMark(pod) {
 				continue
 			}
-			_, err := client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, markPatch, metav1.PatchOptions{})
+			_, err := client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, placement.MarkPatch, metav1.PatchOptions{})
 			if apierrors.IsNotFound(err) {
 				continue // gone meanwhile
 			}
