@@ -3,6 +3,8 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,9 +116,24 @@ spec:
 		}
 	}
 	out, err := kubectl(t, "", "-n", ns, "rollout", "history", "ds/fluentd")
-	if err != nil || !strings.Contains(out, "2 ") || !strings.Contains(out, "3 ") {
-		t.Errorf("kubectl rollout history: %v\n%s\nwant revisions 2 and 3 (1 became 3 with the undo)", err, out)
+	if revs := historyRevisions(out); err != nil || !slices.Equal(revs, []string{"2", "3"}) {
+		t.Errorf("kubectl rollout history: %v, revisions %v\n%s\nwant revisions 2 and 3 (1 became 3 with the undo)", err, revs, out)
 	}
+}
+
+// historyRevisions returns the REVISION column of `kubectl rollout
+// history`: the first field of each line that is a number.
+func historyRevisions(out string) []string {
+	var revs []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 {
+			if _, err := strconv.Atoi(f[0]); err == nil {
+				revs = append(revs, f[0])
+			}
+		}
+	}
+	return revs
 }
 
 // appsPods lists the live pods of the DaemonSet fluentd in ns.

@@ -36,25 +36,15 @@ type cluster struct {
 // about to be garbage collected. An apps/v1 set comes converted
 // (placement.FromApps).
 func (c *cluster) controllingSet(pod *corev1.Pod) (set *everynodev1alpha1.DaemonSet, key, reason string, err error) {
-	ref := placement.ControllerRef(pod)
-	get := func(name string) (*everynodev1alpha1.DaemonSet, error) {
-		return c.sets.DaemonSets(pod.Namespace).Get(name)
-	}
+	ref, apps := placement.ControllerRef(pod), false
 	if ref == nil && c.appsSets != nil {
-		ref = placement.AppsControllerRef(pod)
-		get = func(name string) (*everynodev1alpha1.DaemonSet, error) {
-			ds, err := c.appsSets.DaemonSets(pod.Namespace).Get(name)
-			if err != nil {
-				return nil, err
-			}
-			return placement.FromApps(ds), nil
-		}
+		ref, apps = placement.AppsControllerRef(pod), true
 	}
 	if ref == nil {
 		return nil, "", reasonNoSet(), nil
 	}
 	key = index.SetKey(pod.Namespace, ref.Name)
-	set, err = get(ref.Name)
+	set, err = c.getSet(pod.Namespace, ref.Name, apps)
 	if apierrors.IsNotFound(err) || (err == nil && ref.UID != "" && set.UID != ref.UID) {
 		return nil, key, reasonSetNotFound(key), nil
 	}
@@ -62,6 +52,19 @@ func (c *cluster) controllingSet(pod *corev1.Pod) (set *everynodev1alpha1.Daemon
 		return nil, key, "", fmt.Errorf("get DaemonSet %s: %w", key, err)
 	}
 	return set, key, "", nil
+}
+
+// getSet reads a set of either kind from the cache, an apps/v1 one
+// converted.
+func (c *cluster) getSet(namespace, name string, apps bool) (*everynodev1alpha1.DaemonSet, error) {
+	if !apps {
+		return c.sets.DaemonSets(namespace).Get(name)
+	}
+	ds, err := c.appsSets.DaemonSets(namespace).Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return placement.FromApps(ds), nil
 }
 
 // daemonPodsOn returns the daemon pods of the set with key setKey whose

@@ -57,10 +57,8 @@ func (r *Runner) Run(ctx context.Context, workers int) error {
 			} else {
 				logger.Error(err, "Could not tell whether another DaemonSet controller runs; checking again", "retry", r.Retry)
 			}
-			select {
-			case <-ctx.Done():
+			if !sleep(ctx, r.Retry) {
 				return nil
-			case <-time.After(r.Retry):
 			}
 			continue
 		}
@@ -72,10 +70,8 @@ func (r *Runner) Run(ctx context.Context, workers int) error {
 				return nil
 			}
 			logger.Error(err, "Could not mark every pod of the apps/v1 DaemonSets; not taking over yet", "marked", marked, "retry", r.Retry)
-			select {
-			case <-ctx.Done():
+			if !sleep(ctx, r.Retry) {
 				return nil
-			case <-time.After(r.Retry):
 			}
 			continue
 		}
@@ -119,10 +115,20 @@ func (r *Runner) runOnce(ctx context.Context, workers int) error {
 	if cause := context.Cause(runCtx); errors.Is(cause, errAnswered) && ctx.Err() == nil {
 		klog.FromContext(ctx).Error(cause, "Stopped reconciling apps/v1 DaemonSets: kube-controller-manager's DaemonSet controller (or another) is running; "+
 			"everynode takes over again once it stops (--controllers=*,-daemonset-controller)", "retry", r.Retry)
-		select {
-		case <-ctx.Done():
-		case <-time.After(r.Retry):
-		}
+		sleep(ctx, r.Retry)
 	}
 	return err
+}
+
+// sleep waits d, or less if ctx is done first; it reports whether the
+// whole of d went by.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
