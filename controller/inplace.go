@@ -153,6 +153,9 @@ func (c *Controller) updateInPlace(ctx context.Context, v *setView, pods []*daem
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
+		if isDeferred(err) {
+			return err
+		}
 		logger.V(2).Info("Failed to update daemon pod in place", "pod", klog.KObj(p.Pod), "err", err)
 		return err
 	})

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"everynode.io/everynode/controller/pacing"
@@ -264,7 +265,15 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *setView, old []*appsv
 		klog.FromContext(ctx).V(4).Info("Rolling update step", "daemonset", klog.KObj(v.ds),
 			"maxSurge", maxSurge, "maxUnavailable", maxUnavailable, "delete", len(toDelete), "create", len(toCreate), "inPlace", len(toUpdate))
 	}
-	// Behind every request for a node without a pod, of any set.
+	// Behind every request for a node without a pod, of any set: what has
+	// no free token now is not sent, and the set syncs again when one is
+	// due, no sooner than its pod events would sync it.
 	ctx = pacing.Replacing(ctx)
-	return errors.Join(c.updateInPlace(ctx, v, toUpdate), c.syncNodes(ctx, v.ds, toDelete, toCreate, v.hash))
+	err = errors.Join(c.updateInPlace(ctx, v, toUpdate), c.syncNodes(ctx, v.ds, toDelete, toCreate, v.hash))
+	if after, deferred := deferredOnly(err); deferred {
+		klog.FromContext(ctx).V(4).Info("Rolling update step deferred behind pod work for nodes without a pod", "daemonset", klog.KObj(v.ds), "after", after)
+		c.enqueueAfter(v.ds, max(after, c.state.podEventDelay(cache.MetaObjectToName(v.ds))))
+		return nil
+	}
+	return err
 }

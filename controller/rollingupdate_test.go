@@ -3,16 +3,21 @@ package controller
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clienttesting "k8s.io/client-go/testing"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/controller/pacing"
 	"everynode.io/everynode/placement"
 )
 
@@ -347,4 +352,58 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// A rolling update's deletes that the budget refuses (pacing.Replacing:
+// no free token) are not failures: the sync returns no error and records
+// no Warning, expects nothing of them, and asks to run again when the
+// next token is due. So the set's next sync is free at once to create the
+// pod of a node that joins, which a sync held by waiting deletes could
+// not do. Once tokens are free, the rollout goes on.
+func TestRollingUpdateDefersWhatTheBudgetRefuses(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 4)
+	ds := newSet("agent")
+	ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = intOrStr("2")
+	oldHash := addSetWithRevision(f, ds)
+	for i := range 4 {
+		f.add(newPod(ds, fmt.Sprintf("node-%d", i), oldHash))
+	}
+	ds = f.changeTemplate(ds, "agent:2")
+
+	refuse := true
+	f.kube.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if !refuse {
+			return false, nil, nil
+		}
+		// As client-go returns its rate limiter's error.
+		return true, nil, fmt.Errorf("client rate limiter Wait returned an error: %w", &pacing.DeferredError{After: 300 * time.Millisecond})
+	})
+	f.queue.takeDelayed()
+	if err := f.sync(ds); err != nil {
+		t.Fatalf("sync with its deletes deferred: %v", err)
+	}
+	if got := len(f.podDeletes()); got != 2 {
+		t.Fatalf("%d deletes tried, want the 2 maxUnavailable allows", got)
+	}
+	if ev := f.events(); slices.ContainsFunc(ev, func(e string) bool { return strings.HasPrefix(e, corev1.EventTypeWarning) }) {
+		t.Errorf("events %v: a deferral is not a failure", ev)
+	}
+	if !slices.ContainsFunc(f.queue.takeDelayed(), func(d delayed) bool { return d.after == 300*time.Millisecond }) {
+		t.Error("the set is not synced again when the next token is due")
+	}
+
+	// A node joins: its pod comes with the very next sync.
+	f.add(newNode("node-new", nil))
+	f.mustSync(ds)
+	if got := f.createdNodes(); !reflect.DeepEqual(got, []string{"node-new"}) {
+		t.Fatalf("created on %v, want node-new at once", got)
+	}
+	f.runPods()
+
+	refuse = false
+	f.rollout(ds, 5, 2)
+	if _, old, _ := f.podsByRevision(revisionHash(ds), 5); old != nil {
+		t.Errorf("old pods %v once tokens were free", old)
+	}
 }

@@ -2,6 +2,7 @@ package pacing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -42,10 +43,6 @@ type Bucket struct {
 	mu sync.Mutex
 	// deferred counts the requests in WaitSpare.
 	deferred atomic.Int64
-	// behind lets one Replacing request at a time look for a token; the
-	// others queue on it (a channel, so a queued request can give up when
-	// its context ends).
-	behind chan struct{}
 }
 
 var _ flowcontrol.RateLimiter = (*Bucket)(nil)
@@ -64,32 +61,56 @@ func newBucket(qps float32, burst int, clk clock.Clock) (*Bucket, error) {
 		limiter: rate.NewLimiter(rate.Limit(qps), burst),
 		qps:     qps,
 		burst:   float64(burst),
-		behind:  make(chan struct{}, 1),
 	}, nil
 }
 
 type replacingKey struct{}
 
 // Replacing marks ctx as a rolling update's own pod work: deleting an
-// outdated pod, creating a surge pod next to one. Bucket.Wait gives such a
-// request only a token that no other request waits for, so work for a node
-// that has no pod of a set (a node that joined, a pod that failed, the
-// replacement of a pod a rollout just deleted) goes first, across every
-// set, inside the same budget. Under a long rollout a node that joins gets
-// its daemon pods after the requests already queued for such nodes, not
-// after the rollout's whole queue, which is what holds joins back on a
-// busy cluster (kubernetes#121474, #128442). With nothing else waiting, a
-// rollout's requests go at the full rate, as before.
+// outdated pod, creating a surge pod next to one, updating one in place.
+// Bucket.Wait gives such a request only a token that is free now, one no
+// other request waits for, and otherwise refuses it at once with a
+// *DeferredError instead of queueing it. So work for a node that has no
+// pod of a set (a node that joined, a pod that failed, the replacement of a
+// pod a rollout just deleted) goes first, across every set, inside the same
+// budget; and the rolling set's own sync is not held while its deletes
+// wait, so it is free to create the pod of a node that joins meanwhile
+// (kubernetes#121474, #128442: joins held back behind a long rollout).
+// With nothing else waiting, a rollout's requests go at the full rate, as
+// before: the caller syncs the set again when the next token is due.
 func Replacing(ctx context.Context) context.Context {
 	return context.WithValue(ctx, replacingKey{}, true)
 }
 
+// DeferredError is a Replacing request refused because no token was free:
+// nothing was sent. After is when the bucket will next have a token that no
+// waiting request has been promised.
+type DeferredError struct {
+	After time.Duration
+}
+
+func (e *DeferredError) Error() string {
+	return fmt.Sprintf("deferred behind requests for nodes without a pod: the next free token is %s away", e.After)
+}
+
+// DeferredFor reports whether err is (or wraps) a DeferredError, and its
+// After. client-go wraps a rate limiter's error with %w, so a request
+// refused by Wait returns one.
+func DeferredFor(err error) (time.Duration, bool) {
+	var d *DeferredError
+	if errors.As(err, &d) {
+		return d.After, true
+	}
+	return 0, false
+}
+
 // Wait takes a token first come, first served, waiting for it if need be;
 // it fails at once if ctx would end first, as client-go's token bucket. A
-// Replacing request instead waits behind every other (waitBehind).
+// Replacing request instead takes a token only if one is free now
+// (takeFree).
 func (b *Bucket) Wait(ctx context.Context) error {
 	if ctx.Value(replacingKey{}) != nil {
-		return b.waitBehind(ctx)
+		return b.takeFree()
 	}
 	now := b.clock.Now()
 	r := b.limiter.ReserveN(now, 1)
@@ -112,32 +133,18 @@ func (b *Bucket) Wait(ctx context.Context) error {
 	}
 }
 
-// waitBehind takes a token only when one is there now, so it never holds a
+// takeFree takes a token only when one is there now, so it never holds a
 // reservation that a first-come request would queue behind: those reserve
 // the bucket's future tokens, and a token free now is one none of them
-// waits for. One such request at a time looks; it sleeps until the
+// waits for. Without one it returns a *DeferredError saying when the
 // bucket's level, first-come reservations paid, reaches a token again.
-func (b *Bucket) waitBehind(ctx context.Context) error {
-	select {
-	case b.behind <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+func (b *Bucket) takeFree() error {
+	now := b.clock.Now()
+	if b.limiter.AllowN(now, 1) {
+		return nil
 	}
-	defer func() { <-b.behind }()
-	for {
-		now := b.clock.Now()
-		if b.limiter.AllowN(now, 1) {
-			return nil
-		}
-		short := 1 - b.limiter.TokensAt(now)
-		t := b.clock.NewTimer(time.Duration(short / float64(b.qps) * float64(time.Second)))
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-	}
+	short := 1 - b.limiter.TokensAt(now)
+	return &DeferredError{After: time.Duration(short / float64(b.qps) * float64(time.Second))}
 }
 
 // Accept is Wait without a deadline.

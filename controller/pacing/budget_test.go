@@ -2,6 +2,7 @@ package pacing
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -217,62 +218,47 @@ func waiters(t *testing.T, clk *testingclock.FakeClock, n int) {
 	}
 }
 
-// A rolling update's request (Replacing) that waits for a token lets a
-// request for a node without a pod, which came later, go first; alone it
-// goes as soon as a token is there.
-func TestReplacingWaitsBehindEveryOtherRequest(t *testing.T) {
+// A rolling update's request (Replacing) takes only a token that is free
+// now: while a request for a node without a pod, which came later, waits
+// for the next token, the rolling update's is refused at once with the time
+// until a token is free again. Alone, it goes at the full rate.
+func TestReplacingTakesOnlyAFreeToken(t *testing.T) {
 	b, clk := newFake(t, 10, 1)
+	replacing := Replacing(context.Background())
 	b.Accept() // the bucket is empty: the next token comes in 100 ms
-	order := make(chan string, 3)
-	go func() {
-		if err := b.Wait(Replacing(context.Background())); err != nil {
-			t.Error(err)
-		}
-		order <- "replacing"
-	}()
+	wantDeferred(t, b.Wait(replacing), 100*time.Millisecond)
+
+	done := waitDone(func() error { return b.Wait(context.Background()) })
 	waiters(t, clk, 1)
-	go func() {
-		b.Accept()
-		order <- "first-come"
-	}()
-	waiters(t, clk, 2)
+	// The next token is promised: the one after it is 200 ms away.
+	wantDeferred(t, b.Wait(replacing), 200*time.Millisecond)
 	clk.Step(100 * time.Millisecond)
-	if got := <-order; got != "first-come" {
-		t.Fatalf("%s went first; want the request for a node without a pod, which came second", got)
+	if err := <-done; err != nil {
+		t.Fatalf("the request for a node without a pod: %v", err)
 	}
-	waiters(t, clk, 1)
-	select {
-	case got := <-order:
-		t.Fatalf("%s went without a token", got)
-	default:
-	}
+	wantDeferred(t, b.Wait(replacing), 100*time.Millisecond)
 	clk.Step(100 * time.Millisecond)
-	if got := <-order; got != "replacing" {
-		t.Fatalf("got %s", got)
+	if err := b.Wait(replacing); err != nil {
+		t.Fatalf("a free token was there: %v", err)
 	}
 
 	// Alone, at the full rate: the bucket refilled, it goes at once.
 	clk.Step(time.Second)
-	if err := b.Wait(Replacing(context.Background())); err != nil {
+	if err := b.Wait(replacing); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// A queued Replacing request gives up when its context ends, whether it is
-// the one looking for a token or queued behind it.
-func TestReplacingGivesUpWithItsContext(t *testing.T) {
-	b, clk := newFake(t, 10, 1)
-	b.Accept()
-	ctx, cancel := context.WithCancel(Replacing(context.Background()))
-	errs := make(chan error, 2)
-	for range 2 {
-		go func() { errs <- b.Wait(ctx) }()
+// wantDeferred fails unless err is a deferral after d, found through the
+// wrapping client-go gives a rate limiter's error.
+func wantDeferred(t *testing.T, err error, d time.Duration) {
+	t.Helper()
+	wrapped := fmt.Errorf("client rate limiter Wait returned an error: %w", err)
+	after, ok := DeferredFor(wrapped)
+	if !ok {
+		t.Fatalf("got %v, want a deferral", err)
 	}
-	waiters(t, clk, 1)
-	cancel()
-	for range 2 {
-		if err := <-errs; err == nil {
-			t.Fatal("a cancelled request got a token")
-		}
+	if after != d {
+		t.Fatalf("deferred for %s, want %s", after, d)
 	}
 }
