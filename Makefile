@@ -72,7 +72,7 @@ bench-churn: tools build ## Nodes join while one of ten sets rolls: per-node wai
 
 .PHONY: bench-inplace
 bench-inplace: tools build ## The image update in place (with and without its gate) against upstream's recreate (NODES=1000)
-	BENCH_ARGS="--scenario=inplace $(BENCH_ARGS)" e2e/hack/bench.sh
+	KWOK_START_DELAY=$${KWOK_START_DELAY:-1} BENCH_ARGS="--scenario=inplace $(BENCH_ARGS)" e2e/hack/bench.sh
 
 .PHONY: bench-takeover
 bench-takeover: tools build ## One apps/v1 set by kube-controller-manager and by everynode --takeover, alternated (NODES=1000)

@@ -119,6 +119,14 @@ func (b *bench) inPlaceOnce(ctx context.Context, v inPlaceVariant, round int) (*
 	return res, nil
 }
 
+// newPodStart says how kwok started the new pods of upstream's recreate.
+func newPodStart(c config) string {
+	if c.kwokStartDelay {
+		return "New pods start as slowly as a restart in place: waiting in ContainerCreating a second after their binding, running a second later (e2e/kwok/start-delay.yaml)."
+	}
+	return "New pods are Running and Ready the moment they are bound (kwok's pod-ready), which no kubelet does: recreate gets a start faster than a restart in place."
+}
+
 // writeInPlaceReport writes <out>/<N>-nodes-inplace.md: the update times
 // and requests per pod of every variant, with the tie rule against
 // upstream's recreate.
@@ -129,10 +137,10 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 		"The image of the set changes, maxUnavailable 10%%: upstream (apps/v1, kube-controller-manager) recreates each pod; "+
 		"everynode patches it in place, with its readiness gate (gate False, patch, gate True) and without. "+
 		"Figure: from the set's patch until every node has an available pod whose container runs the new image (kwok restarts a "+
-		"patched container after one second, e2e/kwok). Requests: the controller's, from the audit log, in that window (everynode's one \"create pods\" is its validating webhook's dry run of the new template, made under the same identity). "+
+		"patched container after one second, e2e/kwok). %s Requests: the controller's, from the audit log, in that window (everynode's one \"create pods\" is its validating webhook's dry run of the new template, made under the same identity). "+
 		"Each cell: median (min–max) over the rounds; a ratio (variant / upstream) counts only where the medians differ by more "+
 		"than the larger spread, otherwise tie.\n\n",
-		start.Format("2006-01-02 15:04"), c.rev, c.rounds, c.qps, c.burst)
+		start.Format("2006-01-02 15:04"), c.rev, c.rounds, c.qps, c.burst, newPodStart(c))
 	get := func(name string, f func(*inPlaceResult) float64) summary {
 		var xs []float64
 		for _, r := range runs {

@@ -23,7 +23,10 @@ type config struct {
 	qps, burst                      int
 	kcmControllers                  string
 	kwokPodWorkers, kwokNodeWorkers int
-	kcmPIDFile, everynodePIDFile    string
+	// kwokStartDelay: kwok's new pods start as slowly as a restart in
+	// place (e2e/kwok/start-delay.yaml), for the report.
+	kwokStartDelay               bool
+	kcmPIDFile, everynodePIDFile string
 	// switchCmd is cluster.sh, for --scenario=takeover.
 	switchCmd                          string
 	pidDir                             string
@@ -66,6 +69,7 @@ func main() {
 	flag.IntVar(&c.burst, "burst", 100, "client burst of both controllers (for the report)")
 	flag.StringVar(&c.kcmControllers, "kcm-controllers", "", "kube-controller-manager --controllers (for the report)")
 	flag.IntVar(&c.kwokPodWorkers, "kwok-pod-workers", 0, "kwok's podPlayStageParallelism (for the report; 0: kwok's default, 4)")
+	flag.BoolVar(&c.kwokStartDelay, "kwok-start-delay", false, "kwok starts new pods as slowly as a restart in place (e2e/kwok/start-delay.yaml; for the report)")
 	flag.IntVar(&c.kwokNodeWorkers, "kwok-node-workers", 0, "kwok's nodeLeaseParallelism and nodePlayStageParallelism (for the report; 0: kwok's default, 4)")
 	flag.StringVar(&c.kcmPIDFile, "kcm-pid-file", "", "pid file of kube-controller-manager")
 	flag.StringVar(&c.switchCmd, "switch-cmd", "", `with --scenario=takeover: the command that switches the controllers ("<cmd> takeover on|off": e2e/hack/cluster.sh)`)
@@ -151,8 +155,13 @@ func run(ctx context.Context, c config) error {
 		logf("note: the cluster has %d nodes (--nodes=%d); using %d", n, c.nodes, n)
 		c.nodes = n
 	}
-	if c.profileDir != "" {
-		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
+	// Every scenario's report goes to --out; make it before an hour's
+	// run, not after.
+	for _, dir := range []string{c.out, c.profileDir} {
+		if dir == "" {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,8 @@
 #                     instead of the controllers at 5,000 nodes; see below)
 #   KWOK_NODE_WORKERS=32 kwok's node lease and node stage workers (with its
 #                     default, 4, a node join times kwok's queue; see below)
+#   KWOK_START_DELAY=1  new pods take as long to start as an in-place restart
+#                     (e2e/kwok/start-delay.yaml; make bench-inplace sets it)
 #   KEEP_CLUSTER=1    leave the cluster up at the end (default: tear it down)
 #   REUSE_CLUSTER=1   reuse a running bench cluster (skips `up`)
 #   BENCH_ARGS        extra flags for the bench program (e.g. --join=50)
@@ -41,6 +43,7 @@ export KCM_CONTROLLERS="${KCM_CONTROLLERS:-daemonset-controller}"
 export TAKEOVER_KCM_CONTROLLERS="-daemonset-controller"
 KWOK_POD_WORKERS="${KWOK_POD_WORKERS:-32}"
 KWOK_NODE_WORKERS="${KWOK_NODE_WORKERS:-32}"
+KWOK_START_DELAY="${KWOK_START_DELAY:-0}"
 KWOK_CLUSTER="$KWOK_WORKDIR/clusters/$CLUSTER_NAME"
 # Leader election is off for both controllers: on a busy machine a slow
 # Lease renewal makes either one exit in the middle of a run, and a single
@@ -71,6 +74,14 @@ rules:
   nonResourceURLs: ["/metrics", "/healthz*", "/readyz*", "/livez*", "/version", "/openapi*", "/api", "/apis", "/api/*", "/apis/*"]
 - level: Metadata
 YAML
+}
+
+# With KWOK_START_DELAY=1, new pods start as slowly as a restart in place
+# (e2e/kwok/start-delay.yaml): the in-place bench compares the two.
+start_delay_config() {
+  if [[ "$KWOK_START_DELAY" == 1 ]]; then
+    echo "  - {key: config, value: \"$ROOT/e2e/kwok/start-delay.yaml\"}"
+  fi
 }
 
 kwokctl_config() {
@@ -129,6 +140,7 @@ componentsPatches:
 - name: kwok-controller
   extraArgs:
   - {key: config, value: "$ROOT/e2e/kwok/stages.yaml"}
+$(start_delay_config)
 ---
 # kwok plays every kubelet with 4 pod workers by default, each making one
 # request at a time (a status patch to make a pod Ready, two deletes to
@@ -257,6 +269,7 @@ say "benchmark: $ROUNDS rounds of A (apps/v1) and B (everynode.io/v1alpha1) on $
   --kubeconfig "$KUBECONFIG" \
   --nodes "$NODES" --rounds "$ROUNDS" --qps "$QPS" --burst "$BURST" \
   --kcm-controllers "$KCM_CONTROLLERS" --kwok-pod-workers "$KWOK_POD_WORKERS" --kwok-node-workers "$KWOK_NODE_WORKERS" \
+  --kwok-start-delay="$([[ "$KWOK_START_DELAY" == 1 ]] && echo true || echo false)" \
   --manifest "$ROOT/examples/fluentd-elasticsearch.yaml" \
   --kcm-pid-file "$KWOK_CLUSTER/pids/kube-controller-manager.pid" \
   --switch-cmd "$ROOT/e2e/hack/cluster.sh" \
