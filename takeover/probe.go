@@ -19,9 +19,10 @@
 //
 // What it cannot see: another controller whose queue is longer than
 // Timeout when Check runs. It is seen when it reaches the probe, and the
-// takeover stops then; the two overlap for that long. Raise
+// takeover stops then. Without a Lock the two overlap for that long (raise
 // --takeover-probe-timeout on clusters where kube-controller-manager
-// lags.
+// lags); with one, the other controller's writes are denied meanwhile,
+// so they never overlap (lock.go).
 package takeover
 
 import (

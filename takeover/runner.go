@@ -29,6 +29,9 @@ type Runner struct {
 	Sets cache.SharedIndexInformer
 	// NewController makes the controller of one run.
 	NewController func(context.Context) (Controller, error)
+	// Lock, when set, is held while the controller runs: another DaemonSet
+	// controller's writes are then denied, not only seen.
+	Lock *Lock
 	// Retry is the time between checks while another controller runs.
 	Retry time.Duration
 	// Active, when set, is told when the controller starts (true) and
@@ -43,24 +46,45 @@ func (r *Runner) active(on bool) {
 }
 
 // Run checks and runs until ctx is done.
+//
+// The lock is bound only while the controller runs or is about to: every
+// path that does not run it unbinds it (a no-op when it is not bound).
+// With a Lock, a clean check is followed by the lock and a second check:
+// a controller that started between the first check and the lock is seen
+// by the second (answering the probe is the one write the lock allows it),
+// and one that starts later cannot write at all. The first check runs
+// unlocked, so a kube-controller-manager that does run its DaemonSet
+// controller is not denied anything while everynode keeps asking.
 func (r *Runner) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx).WithValues("probe", klog.KRef(r.Probe.Namespace, ProbeName))
 	for {
-		err := r.Probe.Check(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			var other *ErrOtherController
-			if errors.As(err, &other) {
-				logger.Error(err, "Not taking over apps/v1 DaemonSets; checking again", "retry", r.Retry)
-			} else {
-				logger.Error(err, "Could not tell whether another DaemonSet controller runs; checking again", "retry", r.Retry)
-			}
+		if !r.check(ctx, logger, false) {
+			// Not running, so not holding: a binding left by a replica
+			// that stopped while it held the lock goes too.
+			r.release(ctx, logger)
 			if !sleep(ctx, r.Retry) {
 				return nil
 			}
 			continue
+		}
+		if r.Lock != nil {
+			if err := r.Lock.Acquire(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				logger.Error(err, "Could not lock out other DaemonSet controllers; not taking over yet", "retry", r.Retry)
+				if !sleep(ctx, r.Retry) {
+					return nil
+				}
+				continue
+			}
+			if !r.check(ctx, logger, true) {
+				r.release(ctx, logger)
+				if !sleep(ctx, r.Retry) {
+					return nil
+				}
+				continue
+			}
 		}
 		// kube-controller-manager's pods first: unmarked, the controller
 		// would not see them and would start a second pod beside each.
@@ -70,18 +94,50 @@ func (r *Runner) Run(ctx context.Context, workers int) error {
 				return nil
 			}
 			logger.Error(err, "Could not mark every pod of the apps/v1 DaemonSets; not taking over yet", "marked", marked, "retry", r.Retry)
+			r.release(ctx, logger)
 			if !sleep(ctx, r.Retry) {
 				return nil
 			}
 			continue
 		}
-		logger.Info("No other DaemonSet controller answered the probe: reconciling apps/v1 DaemonSets", "waited", r.Probe.Timeout, "podsMarked", marked)
+		logger.Info("No other DaemonSet controller answered the probe: reconciling apps/v1 DaemonSets", "waited", r.Probe.Timeout, "podsMarked", marked, "locked", r.Lock != nil)
 		if err := r.runOnce(ctx, workers); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
+			// Leadership ended: the lock stays for the next leader. Released
+			// now, it could be this replica's late delete of a binding the
+			// next leader has just made its own.
 			return nil
 		}
+		r.release(ctx, logger)
+		sleep(ctx, r.Retry)
+	}
+}
+
+// check runs one Check and reports whether it was clean, logging why not.
+func (r *Runner) check(ctx context.Context, logger klog.Logger, locked bool) bool {
+	err := r.Probe.Check(ctx)
+	if err == nil || ctx.Err() != nil {
+		return err == nil
+	}
+	var other *ErrOtherController
+	if errors.As(err, &other) {
+		logger.Error(err, "Not taking over apps/v1 DaemonSets; checking again", "retry", r.Retry, "locked", locked)
+	} else {
+		logger.Error(err, "Could not tell whether another DaemonSet controller runs; checking again", "retry", r.Retry)
+	}
+	return false
+}
+
+// release unbinds the lock, if there is one, so the other controller
+// found running can work.
+func (r *Runner) release(ctx context.Context, logger klog.Logger) {
+	if r.Lock == nil || ctx.Err() != nil {
+		return
+	}
+	if err := r.Lock.Release(ctx); err != nil {
+		logger.Error(err, "Could not release the takeover lock: other DaemonSet controllers stay locked out until it is deleted", "binding", r.Lock.Policy)
 	}
 }
 
@@ -114,8 +170,7 @@ func (r *Runner) runOnce(ctx context.Context, workers int) error {
 	r.active(false)
 	if cause := context.Cause(runCtx); errors.Is(cause, errAnswered) && ctx.Err() == nil {
 		klog.FromContext(ctx).Error(cause, "Stopped reconciling apps/v1 DaemonSets: kube-controller-manager's DaemonSet controller (or another) is running; "+
-			"everynode takes over again once it stops (--controllers=*,-daemonset-controller)", "retry", r.Retry)
-		sleep(ctx, r.Retry)
+			"everynode hands it the sets and takes over again once it stops (--controllers=*,-daemonset-controller)", "retry", r.Retry)
 	}
 	return err
 }

@@ -63,6 +63,7 @@ type serveOptions struct {
 	takeover             bool
 	takeoverProbeTimeout time.Duration
 	takeoverRetry        time.Duration
+	takeoverLockPolicy   string
 }
 
 func defaultServeOptions() *serveOptions {
@@ -84,6 +85,7 @@ func defaultServeOptions() *serveOptions {
 
 		takeoverProbeTimeout: 10 * time.Second,
 		takeoverRetry:        30 * time.Second,
+		takeoverLockPolicy:   "everynode-takeover-lock",
 
 		// The delay covers the endpoints controller and kube-proxy
 		// catching up with a terminating pod (a few seconds in a healthy
@@ -128,6 +130,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.takeover, "takeover", o.takeover, "Also reconcile apps/v1 DaemonSets, with the same controller, as kube-controller-manager's DaemonSet controller would; that controller must be off (kube-controller-manager --controllers=*,-daemonset-controller). everynode checks first and waits while another DaemonSet controller runs (--takeover-probe-timeout). Without it nothing touches apps/v1.")
 	fs.DurationVar(&o.takeoverProbeTimeout, "takeover-probe-timeout", o.takeoverProbeTimeout, "How long another DaemonSet controller gets to observe everynode's probe DaemonSet (everynode-takeover-probe in --namespace) before everynode concludes none runs and takes over. Raise it where kube-controller-manager's queue is long.")
 	fs.DurationVar(&o.takeoverRetry, "takeover-retry", o.takeoverRetry, "With --takeover, how often everynode checks again while another DaemonSet controller runs.")
+	fs.StringVar(&o.takeoverLockPolicy, "takeover-lock-policy", o.takeoverLockPolicy, "With --takeover, the ValidatingAdmissionPolicy (the chart's) that denies kube-controller-manager's DaemonSet controller every write to apps/v1 DaemonSets, their revisions and pods; everynode binds it while it reconciles them and unbinds it when it stops. everynode does not take over while the policy is missing. Empty: no lock (the probe alone).")
 	fs.StringVar(&o.schedulerName, "scheduler-name", o.schedulerName, "If set, daemon pods are given this schedulerName (a second kube-scheduler configured with the everynode extender).")
 }
 

@@ -157,8 +157,13 @@ func takeoverController(cfg partsConfig, base controller.Config, newOwn func(con
 		if err != nil {
 			return nil, err
 		}
+		var lock *takeover.Lock
+		if cfg.opts.takeoverLockPolicy != "" {
+			lock = &takeover.Lock{Client: cfg.clients.controllerKube, Policy: cfg.opts.takeoverLockPolicy}
+		}
 		runner := &takeover.Runner{
 			Probe: &takeover.Probe{Client: cfg.clients.controllerKube, Namespace: cfg.opts.namespace, Timeout: cfg.opts.takeoverProbeTimeout},
+			Lock:  lock,
 			Sets:  apps.Informer(),
 			Retry: cfg.opts.takeoverRetry,
 			Active: func(on bool) {
