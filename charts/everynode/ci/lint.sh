@@ -268,6 +268,20 @@ has startup-taint '"--startup-taint=everynode.io/agents-not-ready"'
 # The daemonsets rule has the same verbs (rollback): one more line with them.
 count default 1 'verbs: \["get", "list", "watch", "update"\]'
 count startup-taint 2 'verbs: \["get", "list", "watch", "update"\]'
+
+# Takeover: the lock policy, its flag and RBAC come with it; an empty
+# identity list means no lock and an empty flag (the probe alone).
+hasnt default 'takeover|ValidatingAdmissionPolicy$'
+render takeover --set takeover.enabled=true
+has takeover '^kind: ValidatingAdmissionPolicy$'
+has takeover '"--takeover-lock-policy=everynode-takeover-lock"'
+has takeover 'expression: request.userInfo.username in \["system:serviceaccount:kube-system:daemon-set-controller"\]'
+has takeover 'resources: \["validatingadmissionpolicybindings"\]'
+render takeover-nolock --set takeover.enabled=true --set 'takeover.lockedIdentities=null'
+hasnt takeover-nolock '^kind: ValidatingAdmissionPolicy$'
+hasnt takeover-nolock 'validatingadmissionpolicybindings'
+has takeover-nolock '"--takeover-lock-policy="'
+refuse bad-identities 'lockedIdentities' --set 'takeover.lockedIdentities[0]='
 refuse startup-taint-bad 'startupTaint' --set 'startupTaint=bad key!'
 
 # Every values file under ci/ (chart-testing convention) renders too.

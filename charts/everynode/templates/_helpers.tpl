@@ -190,6 +190,7 @@ outside the cluster (external.url), so both always agree.
 --takeover
 --takeover-probe-timeout={{ .Values.takeover.probeTimeoutSeconds }}s
 --takeover-retry={{ .Values.takeover.retrySeconds }}s
+--takeover-lock-policy={{ if .Values.takeover.lockedIdentities }}{{ include "everynode.takeoverLock" . }}{{ end }}
 {{- end }}
 {{- if and .Values.clientAuth.caBundle (not .Values.external.url) }}
 --client-ca-file=/client-ca/ca.crt
@@ -308,4 +309,13 @@ extenders:
       keyFile: /etc/everynode/client/tls.key
       {{- end }}
     httpTimeout: 5s
+{{- end }}
+
+{{/*
+The takeover lock's ValidatingAdmissionPolicy, and the binding everynode
+makes while it holds the takeover (cluster-scoped: named after the
+release).
+*/}}
+{{- define "everynode.takeoverLock" -}}
+{{ include "everynode.fullname" . }}-takeover-lock
 {{- end }}
