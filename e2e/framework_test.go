@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
@@ -26,6 +27,8 @@ import (
 var (
 	kube      kubernetes.Interface
 	everynode versioned.Interface
+	// restConfig is kube's, for clients that act as someone else.
+	restConfig *rest.Config
 	// repoRoot is the everynode checkout, for examples/ and the tools.
 	repoRoot string
 )
@@ -47,6 +50,7 @@ func TestMain(m *testing.M) {
 	cfg.QPS, cfg.Burst = 100, 200
 	kube = kubernetes.NewForConfigOrDie(cfg)
 	everynode = versioned.NewForConfigOrDie(cfg)
+	restConfig = cfg
 	wd, _ := os.Getwd()
 	repoRoot = strings.TrimSuffix(wd, "/e2e")
 	os.Exit(m.Run())

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cluster.sh up|down|start-everynode|stop-everynode|start-replica N|stop-replica N|
 #   restart-apiserver [SECONDS]|restart-scheduler [with-extender|without-extender]|
-#   cert-mode MODE|client-auth on|off|takeover on|off: the local
-#   everynode cluster.
+#   cert-mode MODE|client-auth on|off|takeover on|off|
+#   restart-kcm [--FLAG=VALUE...]: the local everynode cluster.
 # (up is up-control-plane, then install-everynode; e2e.sh runs tests between
 # the two that need a kube-apiserver without everynode.)
 #
@@ -175,7 +175,8 @@ takeover() {
     *) echo "usage: $0 takeover on|off" >&2; exit 2 ;;
   esac
   stop_everynode
-  restart_component kube-controller-manager 0 "--controllers=$controllers"
+  # Its own credentials again, whatever restart-kcm gave it.
+  restart_component kube-controller-manager 0 "--controllers=$controllers" --use-service-account-credentials=false
   echo "$1" >"$TAKEOVER_FILE"
   EXTRA_HELM_ARGS="--set takeover.enabled=$enabled ${EXTRA_HELM_ARGS:-}" install_chart
   start_everynode
@@ -358,21 +359,21 @@ YAML
   wait_for "kube-scheduler /readyz" 60 curl -fsSk "https://127.0.0.1:$port/readyz"
 }
 
-# restart_component NAME SECONDS [--FLAG=VALUE]: stops one of kwokctl's
+# restart_component NAME SECONDS [--FLAG=VALUE...]: stops one of kwokctl's
 # components, waits SECONDS, and starts it again with the same command line
-# (kwokctl's binary runtime has no command for one component), with
+# (kwokctl's binary runtime has no command for one component), with each
 # --FLAG=VALUE in place of any --FLAG= it had, or added.
 restart_component() {
-  local dir="$KWOK_WORKDIR/clusters/$CLUSTER_NAME" pid cwd name="$1" flag="${3:-}"
+  local dir="$KWOK_WORKDIR/clusters/$CLUSTER_NAME" pid cwd name="$1" flag
   pid="$(cat "$dir/pids/$name.pid")"
   local -a cmd
   mapfile -d '' cmd <"/proc/$pid/cmdline"
-  if [[ -n "$flag" ]]; then
+  for flag in "${@:3}"; do
     local -a kept=()
     local a
     for a in "${cmd[@]}"; do [[ "$a" == "${flag%%=*}="* ]] || kept+=("$a"); done
     cmd=("${kept[@]}" "$flag")
-  fi
+  done
   cwd="$(readlink "/proc/$pid/cwd")"
   kill "$pid"
   for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
@@ -445,5 +446,8 @@ case "${1:-}" in
   cert-mode) cert_mode "${2:-}" ;;
   client-auth) service_account_kubeconfig; client_auth "${2:-}" ;;
   takeover) service_account_kubeconfig; takeover "${2:-}" ;;
-  *) echo "usage: $0 up|up-control-plane|install-everynode|down|start-everynode|stop-everynode|start-replica N|stop-replica N|restart-apiserver [SECONDS]|restart-scheduler [with-extender|without-extender]|cert-mode self-signed|cert-manager|external-ca|client-auth on|off|takeover on|off" >&2; exit 2 ;;
+  # kube-controller-manager with other flags (e.g. its DaemonSet controller
+  # on, under its own ServiceAccount: the takeover lock's scenario).
+  restart-kcm) shift; restart_component kube-controller-manager 0 "$@" ;;
+  *) echo "usage: $0 up|up-control-plane|install-everynode|down|start-everynode|stop-everynode|start-replica N|stop-replica N|restart-apiserver [SECONDS]|restart-scheduler [with-extender|without-extender]|cert-mode self-signed|cert-manager|external-ca|client-auth on|off|takeover on|off|restart-kcm [--FLAG=VALUE...]" >&2; exit 2 ;;
 esac

@@ -14,8 +14,8 @@
 #   (--controllers=*,-daemonset-controller) and everynode runs with
 #   --takeover (chart value takeover.enabled=true), so the apps/v1
 #   DaemonSets the specs create are everynode's to reconcile (it takes
-#   over once its probe finds no other DaemonSet controller: 10 s after it
-#   starts, before the specs run).
+#   over once its probe finds no other DaemonSet controller, before and
+#   after it binds its lock: 2 x 5 s after it starts, before the specs run).
 # MODE=upstream: the baseline. kube-controller-manager's own DaemonSet
 #   controller does the work; everynode is installed and running as in
 #   `make cluster` (its webhooks and scheduler extender in the path), but
@@ -149,7 +149,7 @@ if ! "$ROOT/e2e/hack/cluster.sh" install-everynode; then
 fi
 if [[ "$MODE" == takeover ]]; then
   # everynode reconciles apps/v1 only once its probe has found no other
-  # DaemonSet controller (10 s); a spec started before would time that.
+  # DaemonSet controller, twice (2 x 5 s); a spec started before would time that.
   takeover_active() { curl -fsS "http://127.0.0.1:$EVERYNODE_HEALTH_PORT/metrics" | grep -q '^everynode_takeover_active 1'; }
   if ! wait_for "everynode to take over apps/v1 DaemonSets" 60 takeover_active; then
     grep -i takeover "$EVERYNODE_LOG" | tail -5 >&2
