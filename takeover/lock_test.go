@@ -95,15 +95,7 @@ func TestRunnerHoldsTheLockWhileItRuns(t *testing.T) {
 
 	// kube-controller-manager's controller answers the probe (the one
 	// write the lock lets it make): everynode stops, then unlocks.
-	probe, err := kube.AppsV1().DaemonSets("everynode-system").Get(ctx, ProbeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	probe.Status.ObservedGeneration = probe.Generation
-	otherController(kube)
-	if _, err := kube.AppsV1().DaemonSets("everynode-system").UpdateStatus(ctx, probe, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	answerProbe(t, kube)
 	waitFor(t, "the lock to be released", func() bool { return running.Load() == 0 && bound(t, kube) == nil })
 	time.Sleep(300 * time.Millisecond) // several retries, all answered
 	if runs.Load() != 1 || bound(t, kube) != nil {

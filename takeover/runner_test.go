@@ -56,15 +56,7 @@ func TestRunnerStopsWhenTheProbeIsAnswered(t *testing.T) {
 
 	// kube-controller-manager comes back: it writes the probe's status,
 	// and answers every check from now on.
-	probe, err := kube.AppsV1().DaemonSets("everynode-system").Get(ctx, ProbeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	probe.Status.ObservedGeneration = probe.Generation
-	otherController(kube)
-	if _, err := kube.AppsV1().DaemonSets("everynode-system").UpdateStatus(ctx, probe, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	answerProbe(t, kube)
 	waitFor(t, "the controller to stop", func() bool { return running.Load() == 0 && active.Load() == 0 })
 	time.Sleep(300 * time.Millisecond) // several retries
 	if n := runs.Load(); n != 1 {
@@ -84,5 +76,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// answerProbe writes the probe's status as another DaemonSet controller
+// would, and makes that controller answer every later check.
+func answerProbe(t *testing.T, kube *kubefake.Clientset) {
+	t.Helper()
+	sets := kube.AppsV1().DaemonSets("everynode-system")
+	probe, err := sets.Get(context.Background(), ProbeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Status.ObservedGeneration = probe.Generation
+	otherController(kube)
+	if _, err := sets.UpdateStatus(context.Background(), probe, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
