@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/controller/pacing"
 	"everynode.io/everynode/placement"
 	"everynode.io/everynode/placement/revision"
 )
@@ -190,6 +191,8 @@ func (c *Controller) updatePodInPlace(ctx context.Context, v *setView, p *daemon
 		if err := c.podControl.SetPodGate(ctx, v.ds, p.Pod, corev1.ConditionFalse, gate); err != nil {
 			return err
 		}
+		// The gate is closed: the patch goes too, not deferred.
+		ctx = pacing.Continuing(ctx)
 	}
 	return c.podControl.UpdatePodInPlace(ctx, v.ds, p.Pod, patch, changes)
 }

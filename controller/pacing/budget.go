@@ -82,6 +82,14 @@ func Replacing(ctx context.Context) context.Context {
 	return context.WithValue(ctx, replacingKey{}, true)
 }
 
+// Continuing takes the Replacing mark off ctx: for the second request of a
+// pair whose first went out (an in-place update's patch after its gate was
+// closed). Deferred, it would leave the pair half done until a later sync,
+// which, on a cache that has not yet seen the first write, sends it again.
+func Continuing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, replacingKey{}, nil)
+}
+
 // DeferredError is a Replacing request refused because no token was free:
 // nothing was sent. After is when the bucket will next have a token that no
 // waiting request has been promised.

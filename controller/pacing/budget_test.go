@@ -262,3 +262,16 @@ func wantDeferred(t *testing.T, err error, d time.Duration) {
 		t.Fatalf("deferred for %s, want %s", after, d)
 	}
 }
+
+// A request that continues a Replacing pair (Continuing) takes its token
+// first come, first served: it waits instead of being deferred.
+func TestContinuingWaitsForItsToken(t *testing.T) {
+	b, clk := newFake(t, 10, 1)
+	b.Accept()
+	done := waitDone(func() error { return b.Wait(Continuing(Replacing(context.Background()))) })
+	waiters(t, clk, 1)
+	clk.Step(100 * time.Millisecond)
+	if err := <-done; err != nil {
+		t.Fatalf("the continuing request: %v", err)
+	}
+}
