@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -12,7 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // The in-place scenario (issue 33, --scenario=inplace): a rolling update of
@@ -86,13 +84,9 @@ func (b *bench) inPlaceOnce(ctx context.Context, v inPlaceVariant, round int) (*
 	b.t.resetSeen()
 	logf("%s rolling update of the image, maxUnavailable 10%%", lbl)
 	t1 := time.Now()
-	patch, _ := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": image2}})
-	if _, err := b.w.dyn.Resource(v.sys.gvr).Namespace(benchNamespace).Patch(ctx, "fluentd-elasticsearch", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-		return nil, fmt.Errorf("patching %s DaemonSet: %w", v.name, err)
-	}
-	res.update = b.wait(ctx, lbl+" update", t1, image2, true)
-	if v.sys.name == everynode.name {
-		b.flushDeferred(ctx, lbl)
+	var err error
+	if res.update, err = b.updateImage(ctx, lbl, v.sys.gvr, t1, v.sys.name == everynode.name); err != nil {
+		return nil, err
 	}
 	// The audit log is written asynchronously: give it a moment.
 	time.Sleep(3 * time.Second)

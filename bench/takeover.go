@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // The takeover scenario (issue 32, --scenario=takeover): the same apps/v1
@@ -116,13 +114,9 @@ func (b *bench) takeoverOnce(ctx context.Context, v takeoverVariant, round int) 
 	b.t.resetSeen()
 	logf("%s rolling update of the image, maxUnavailable 10%%", lbl)
 	t1 := time.Now()
-	patch, _ := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": image2}})
-	if _, err := b.w.dyn.Resource(upstream.gvr).Namespace(benchNamespace).Patch(ctx, "fluentd-elasticsearch", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-		return nil, fmt.Errorf("patching the apps/v1 DaemonSet: %w", err)
-	}
-	res.update = b.wait(ctx, lbl+" update", t1, image2, true)
-	if v.takeover {
-		b.flushDeferred(ctx, lbl)
+	var err error
+	if res.update, err = b.updateImage(ctx, lbl, upstream.gvr, t1, v.takeover); err != nil {
+		return nil, err
 	}
 	time.Sleep(3 * time.Second) // the audit log is written asynchronously
 	end := time.Now()

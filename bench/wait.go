@@ -2,8 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // flushDeferred waits until everynode holds no request back for a spare
@@ -84,4 +90,20 @@ func (b *bench) wait(ctx context.Context, what string, start time.Time, img stri
 		time.Sleep(100 * time.Millisecond)
 	}
 	return math.NaN()
+}
+
+// updateImage patches the bench set's image to image2 and waits, from
+// start, until every node runs an available pod of it: the seconds, NaN on
+// timeout. With flush it then waits for everynode's deferred requests, so
+// the next phase does not meet them.
+func (b *bench) updateImage(ctx context.Context, lbl string, gvr schema.GroupVersionResource, start time.Time, flush bool) (float64, error) {
+	patch, _ := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": image2}})
+	if _, err := b.w.dyn.Resource(gvr).Namespace(benchNamespace).Patch(ctx, "fluentd-elasticsearch", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		return math.NaN(), fmt.Errorf("patching the %s DaemonSet: %w", gvr.Group, err)
+	}
+	secs := b.wait(ctx, lbl+" update", start, image2, true)
+	if flush {
+		b.flushDeferred(ctx, lbl)
+	}
+	return secs, nil
 }
