@@ -2,6 +2,8 @@ package takeover
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,28 +110,65 @@ func TestRunnerHoldsTheLockWhileItRuns(t *testing.T) {
 }
 
 // A controller that starts between the first check and the lock answers
-// the second check: everynode unlocks and never runs.
+// the second check: everynode unlocks at once, before it checks again,
+// and never runs.
 func TestRunnerUnlocksWhenTheSecondCheckIsAnswered(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	kube := kubefake.NewClientset()
 	r, runs, _ := lockedRunner(t, ctx, kube, false)
-	var locks atomic.Int32
-	kube.PrependReactor("create", "validatingadmissionpolicybindings", func(clienttesting.Action) (bool, runtime.Object, error) {
-		if locks.Add(1) == 1 {
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	kube.PrependReactor("*", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		var seen string
+		switch {
+		case a.GetResource().Resource == "daemonsets" && (a.GetVerb() == "create" || a.GetVerb() == "update") && a.GetSubresource() == "":
+			seen = "check"
+		case a.GetResource().Resource == "validatingadmissionpolicybindings" && a.GetVerb() == "create":
+			seen = "lock"
+		case a.GetResource().Resource == "validatingadmissionpolicybindings" && a.GetVerb() == "delete":
+			seen = "unlock"
+		default:
+			return false, nil, nil
+		}
+		mu.Lock()
+		first := seen == "lock" && !slices.Contains(order, "lock")
+		order = append(order, seen)
+		mu.Unlock()
+		if first {
 			otherController(kube)
 		}
 		return false, nil, nil
 	})
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, 1) }()
-	waitFor(t, "the lock to be taken and released", func() bool { return locks.Load() == 1 && bound(t, kube) == nil })
+	waitFor(t, "a check after the lock was taken and released", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) >= 5
+	})
 	time.Sleep(300 * time.Millisecond)
 	if n := runs.Load(); n != 0 {
 		t.Errorf("the controller ran %d times beside another one", n)
 	}
 	cancel()
 	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"check", "lock", "check", "unlock", "check"}; !slices.Equal(order[:5], want) {
+		t.Errorf("requests %v, want them to start %v", order, want)
+	}
+	locks := 0
+	for _, r := range order {
+		if r == "lock" {
+			locks++
+		}
+	}
+	if locks != 1 || bound(t, kube) != nil {
+		t.Errorf("requests %v, bound at the end %v: want one lock, released, while the other controller answers", order, bound(t, kube) != nil)
+	}
 }
 
 // The end of a leadership term leaves the lock for the next leader: a

@@ -58,61 +58,57 @@ func (r *Runner) active(on bool) {
 func (r *Runner) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx).WithValues("probe", klog.KRef(r.Probe.Namespace, ProbeName))
 	for {
-		if !r.check(ctx, logger, false) {
-			// Not running, so not holding: a binding left by a replica
-			// that stopped while it held the lock goes too.
-			r.release(ctx, logger)
-			if !sleep(ctx, r.Retry) {
-				return nil
+		if marked, ok := r.prepare(ctx, logger); ok {
+			logger.Info("No other DaemonSet controller answered the probe: reconciling apps/v1 DaemonSets", "waited", r.Probe.Timeout, "podsMarked", marked, "locked", r.Lock != nil)
+			if err := r.runOnce(ctx, workers); err != nil {
+				return err
 			}
-			continue
-		}
-		if r.Lock != nil {
-			if err := r.Lock.Acquire(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				logger.Error(err, "Could not lock out other DaemonSet controllers; not taking over yet", "retry", r.Retry)
-				if !sleep(ctx, r.Retry) {
-					return nil
-				}
-				continue
-			}
-			if !r.check(ctx, logger, true) {
-				r.release(ctx, logger)
-				if !sleep(ctx, r.Retry) {
-					return nil
-				}
-				continue
-			}
-		}
-		// kube-controller-manager's pods first: unmarked, the controller
-		// would not see them and would start a second pod beside each.
-		marked, err := MarkPods(ctx, r.Probe.Client)
-		if err != nil {
 			if ctx.Err() != nil {
+				// Leadership ended: the lock stays for the next leader.
+				// Released now, it could be this replica's late delete of
+				// a binding the next leader has just made its own.
 				return nil
 			}
-			logger.Error(err, "Could not mark every pod of the apps/v1 DaemonSets; not taking over yet", "marked", marked, "retry", r.Retry)
 			r.release(ctx, logger)
-			if !sleep(ctx, r.Retry) {
-				return nil
-			}
-			continue
 		}
-		logger.Info("No other DaemonSet controller answered the probe: reconciling apps/v1 DaemonSets", "waited", r.Probe.Timeout, "podsMarked", marked, "locked", r.Lock != nil)
-		if err := r.runOnce(ctx, workers); err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			// Leadership ended: the lock stays for the next leader. Released
-			// now, it could be this replica's late delete of a binding the
-			// next leader has just made its own.
+		if !sleep(ctx, r.Retry) {
 			return nil
 		}
-		r.release(ctx, logger)
-		sleep(ctx, r.Retry)
 	}
+}
+
+// prepare readies one run: a clean check, the lock and a clean check under
+// it, then kube-controller-manager's pods marked (unmarked, the controller
+// would not see them and would start a second pod beside each). When it
+// reports false, whatever it had bound is unbound again, and so is a
+// binding left by a replica that stopped while it held the lock: not
+// running, this replica must not hold it.
+func (r *Runner) prepare(ctx context.Context, logger klog.Logger) (marked int, ok bool) {
+	if !r.check(ctx, logger, false) {
+		r.release(ctx, logger)
+		return 0, false
+	}
+	if r.Lock != nil {
+		if err := r.Lock.Acquire(ctx); err != nil {
+			if ctx.Err() == nil {
+				logger.Error(err, "Could not lock out other DaemonSet controllers; not taking over yet", "retry", r.Retry)
+			}
+			return 0, false
+		}
+		if !r.check(ctx, logger, true) {
+			r.release(ctx, logger)
+			return 0, false
+		}
+	}
+	marked, err := MarkPods(ctx, r.Probe.Client)
+	if err != nil {
+		if ctx.Err() == nil {
+			logger.Error(err, "Could not mark every pod of the apps/v1 DaemonSets; not taking over yet", "marked", marked, "retry", r.Retry)
+		}
+		r.release(ctx, logger)
+		return 0, false
+	}
+	return marked, true
 }
 
 // check runs one Check and reports whether it was clean, logging why not.
