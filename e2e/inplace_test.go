@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,70 +61,55 @@ func outOfService(p *corev1.Pod) bool {
 	return false
 }
 
-// serviceWatch watches a namespace's pods and keeps the most pods out of
-// service at once, and every pod created or deleted, from start to stop.
+// serviceWatch keeps, from a namespace's pods' events, the most pods out
+// of service at once and every pod created or deleted, from start to
+// finish.
 type serviceWatch struct {
-	mu       sync.Mutex
 	down     map[string]bool
 	mostDown int
 	created  []string
 	deleted  []string
 	stop     func()
-	done     chan struct{}
 }
 
 func watchService(t *testing.T, ns string) *serviceWatch {
 	t.Helper()
-	list, err := kube.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := kube.CoreV1().Pods(ns).Watch(ctx(t), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &serviceWatch{down: map[string]bool{}, stop: w.Stop, done: make(chan struct{})}
-	for i := range list.Items {
-		s.down[list.Items[i].Name] = outOfService(&list.Items[i])
-	}
-	go func() {
-		defer close(s.done)
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			s.mu.Lock()
-			switch {
-			case ev.Type == watch.Added:
-				s.created = append(s.created, p.Name)
-			case ev.Type == watch.Deleted:
-				s.deleted = append(s.deleted, p.Name)
-			case p.DeletionTimestamp != nil && !slices.Contains(s.deleted, p.Name):
-				s.deleted = append(s.deleted, p.Name)
-			}
-			if ev.Type == watch.Deleted {
-				delete(s.down, p.Name)
-			} else {
-				s.down[p.Name] = outOfService(p)
-			}
-			n := 0
-			for _, d := range s.down {
-				if d {
-					n++
-				}
-			}
-			s.mostDown = max(s.mostDown, n)
-			s.mu.Unlock()
+	s := &serviceWatch{down: map[string]bool{}}
+	s.stop = watchPods(t, ns, func(initial []corev1.Pod) {
+		for i := range initial {
+			s.down[initial[i].Name] = outOfService(&initial[i])
 		}
-	}()
+	}, s.see)
 	return s
+}
+
+// see takes one pod event.
+func (s *serviceWatch) see(ev watch.EventType, p *corev1.Pod) {
+	switch {
+	case ev == watch.Added:
+		s.created = append(s.created, p.Name)
+	case ev == watch.Deleted:
+		s.deleted = append(s.deleted, p.Name)
+	case p.DeletionTimestamp != nil && !slices.Contains(s.deleted, p.Name):
+		s.deleted = append(s.deleted, p.Name)
+	}
+	if ev == watch.Deleted {
+		delete(s.down, p.Name)
+	} else {
+		s.down[p.Name] = outOfService(p)
+	}
+	n := 0
+	for _, d := range s.down {
+		if d {
+			n++
+		}
+	}
+	s.mostDown = max(s.mostDown, n)
 }
 
 // finish stops the watch and returns what it saw.
 func (s *serviceWatch) finish() (mostDown int, created, deleted []string) {
 	s.stop()
-	<-s.done
 	return s.mostDown, s.created, s.deleted
 }
 

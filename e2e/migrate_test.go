@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,29 +56,13 @@ func TestMigrateFluentdAndBack(t *testing.T) {
 		return len(before) == 5, fmt.Sprintf("%d running", len(before)), nil
 	})
 
-	// Every pod event from here on.
-	list, err := kube.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := kube.CoreV1().Pods(ns).Watch(ctx(t), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu      sync.Mutex
-		churned []string
-	)
-	go func() {
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && (ev.Type == watch.Added || ev.Type == watch.Deleted || p.DeletionTimestamp != nil) {
-				mu.Lock()
-				churned = append(churned, fmt.Sprintf("%s %s", ev.Type, p.Name))
-				mu.Unlock()
-			}
+	// Every pod created or deleted from here on.
+	var churned []string
+	stopWatch := watchPods(t, ns, nil, func(ev watch.EventType, p *corev1.Pod) {
+		if ev == watch.Added || ev == watch.Deleted || p.DeletionTimestamp != nil {
+			churned = append(churned, fmt.Sprintf("%s %s", ev, p.Name))
 		}
-	}()
-	defer w.Stop()
+	})
 
 	dir := t.TempDir()
 	out := mustPlugin(t, "migrate", name, "-n", ns, "--dry-run", "--backup-dir", dir)
@@ -117,8 +100,7 @@ func TestMigrateFluentdAndBack(t *testing.T) {
 	// kube-controller-manager would have replaced pods right away had it
 	// taken them for another revision; give it a moment to show it.
 	time.Sleep(3 * time.Second)
-	mu.Lock()
-	defer mu.Unlock()
+	stopWatch()
 	if len(churned) > 0 {
 		t.Errorf("pods created or deleted during the migrations: %v", churned)
 	}
