@@ -481,7 +481,7 @@ func TestPlanCountsUnavailableOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			toDelete, toCreate := planRollingUpdate(v, pol, 4, 0, tc.maxUnavailable)
+			toDelete, toCreate, _ := planRollingUpdate(v, pol, 4, 0, tc.maxUnavailable)
 			var got []string
 			for _, p := range toDelete {
 				got = append(got, p.Annotations[everynodev1alpha1.AnnotationTargetNode])

@@ -179,7 +179,7 @@ func (c *Controller) addPod(logger klog.Logger, obj interface{}) {
 		completed = c.state.creationObserved(cache.MetaObjectToName(ds), node)
 	}
 	logger.V(4).Info("Pod added", "pod", klog.KObj(pod), "daemonset", klog.KObj(ds))
-	c.enqueueForPod(ds, completed)
+	c.enqueueForPod(ds, completed, false)
 }
 
 func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
@@ -229,7 +229,7 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 		}
 	}
 	logger.V(4).Info("Pod updated", "pod", klog.KObj(curPod), "daemonset", klog.KObj(ds))
-	c.enqueueForPod(ds, completed)
+	c.enqueueForPod(ds, completed, ds.Spec.MinReadySeconds == 0 && turnedReady(oldPod, curPod))
 	if ds.Spec.NodeReadinessGate && placement.StartupTaint() != "" && !placement.IsPodReady(oldPod) && placement.IsPodReady(curPod) {
 		// A gated pod turning Ready may free its node of the startup taint.
 		if node, ok := placement.TargetNode(curPod); ok {
@@ -243,6 +243,19 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 	}
 }
 
+// turnedReady reports whether cur shows the pod, or its containers,
+// turning ready since old. The containers count for a pod updated in
+// place behind its readiness gate: their turning ready is what opens the
+// gate, and the gate's opening is what makes the pod Ready.
+func turnedReady(old, cur *corev1.Pod) bool {
+	for _, t := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady} {
+		if !placement.ConditionTrue(old, t) && placement.ConditionTrue(cur, t) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Controller) deletePod(logger klog.Logger, obj interface{}) {
 	pod, ok := fromTombstone[*corev1.Pod](obj)
 	if !ok || !placement.IsDaemonPod(pod) {
@@ -254,7 +267,7 @@ func (c *Controller) deletePod(logger klog.Logger, obj interface{}) {
 	}
 	completed := c.state.deletionObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(pod).String())
 	logger.V(4).Info("Pod deleted", "pod", klog.KObj(pod), "daemonset", klog.KObj(ds))
-	c.enqueueForPod(ds, completed)
+	c.enqueueForPod(ds, completed, false)
 }
 
 // addRevision wakes the sets that may adopt an orphaned revision. A
@@ -305,11 +318,13 @@ func (c *Controller) enqueueAdopters(logger klog.Logger, obj metav1.Object) {
 }
 
 // enqueueForPod queues ds for a pod event: at once when the event completed
-// the set's expectations, else after the set's pod-event delay, so that
-// the events of a busy set share one sync (pacing.PodEventDelayFactor).
-func (c *Controller) enqueueForPod(ds *everynodev1alpha1.DaemonSet, completedExpectations bool) {
+// the set's expectations, or showed a pod turning ready (and so available:
+// the caller checks minReadySeconds) while the set's rollout waits for
+// one; else after the set's pod-event delay, so that the events of a busy
+// set share one sync (pacing.PodEventDelay).
+func (c *Controller) enqueueForPod(ds *everynodev1alpha1.DaemonSet, completedExpectations, turnedReady bool) {
 	key := cache.MetaObjectToName(ds)
-	if d := c.state.podEventDelay(key); d > 0 && !completedExpectations {
+	if d := c.state.podEventDelay(key, turnedReady); d > 0 && !completedExpectations {
 		c.queue.AddAfter(key, d)
 		return
 	}

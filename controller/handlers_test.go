@@ -197,7 +197,8 @@ func TestConfigValidation(t *testing.T) {
 }
 
 // Pod events wait for the set's delay, except the one that completes what
-// a sync waits for.
+// a sync waits for, and a pod (or its containers) turning ready while the
+// set's rollout waits for one.
 func TestPodEventsAreBatched(t *testing.T) {
 	f := newFixture(t)
 	ds := newSet("agent")
@@ -229,4 +230,29 @@ func TestPodEventsAreBatched(t *testing.T) {
 	}, nil, []time.Duration{200 * time.Millisecond})
 	step("last expected creation", func() { f.c.addPod(klogDiscard, p1) }, []string{"default/agent"}, nil)
 	step("unexpected deletion", func() { f.c.deletePod(klogDiscard, p1) }, nil, []time.Duration{200 * time.Millisecond})
+
+	withCondition := func(p *corev1.Pod, rv string, t corev1.PodConditionType) *corev1.Pod {
+		cur := p.DeepCopy()
+		cur.ResourceVersion = rv
+		cur.Status.Conditions = append(cur.Status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue})
+		return cur
+	}
+	starting := p0.DeepCopy()
+	starting.Status.Conditions = nil
+	ready := withCondition(starting, "3", corev1.PodReady)
+	step("turned ready, no rollout waiting", func() { f.c.updatePod(klogDiscard, starting, ready) }, nil, []time.Duration{200 * time.Millisecond})
+	f.c.state.awaitReady(key, true)
+	step("turned ready, the rollout waiting", func() { f.c.updatePod(klogDiscard, starting, ready) }, []string{"default/agent"}, nil)
+	step("containers turned ready, the rollout waiting", func() {
+		f.c.updatePod(klogDiscard, starting, withCondition(starting, "4", corev1.ContainersReady))
+	}, []string{"default/agent"}, nil)
+	step("ready already, the rollout waiting", func() {
+		f.c.updatePod(klogDiscard, ready, withCondition(ready, "5", corev1.PodScheduled))
+	}, nil, []time.Duration{200 * time.Millisecond})
+	minReady := ds.DeepCopy()
+	minReady.Spec.MinReadySeconds = 5
+	f.update(minReady)
+	step("turned ready, not yet available (minReadySeconds 5)", func() {
+		f.c.updatePod(klogDiscard, starting, withCondition(starting, "6", corev1.PodReady))
+	}, nil, []time.Duration{200 * time.Millisecond, 6 * time.Second})
 }

@@ -127,8 +127,10 @@ func sortedPods(in []nodePod, n int) []*corev1.Pod {
 
 // planRollingUpdate is upstream's rollingUpdate as a pure function: the old
 // pods to delete and the nodes to create a new pod on, within maxSurge and
-// maxUnavailable, skipping the nodes pol holds. Where upstream picks among
-// candidates in map order, this picks them by node name.
+// maxUnavailable, skipping the nodes pol holds; held counts the outdated
+// pods those limits leave for a later step, which a pod turning ready
+// lets go. Where upstream picks among candidates in map order, this picks
+// them by node name.
 //
 // Without surge: an old pod that is not available is replaced at once (it
 // costs no availability); then available old pods are deleted while fewer
@@ -138,7 +140,7 @@ func sortedPods(in []nodePod, n int) []*corev1.Pod {
 // With surge: a new pod is created next to an old one on up to maxSurge
 // nodes (at once where the old one is unavailable); the old pod is deleted
 // when the new one is available.
-func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUnavailable int) (toDelete []*corev1.Pod, toCreate []string) {
+func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUnavailable int) (toDelete []*corev1.Pod, toCreate []string, held int) {
 	available := func(pod *daemonPod) bool {
 		return pod.available(v.ds.Spec.MinReadySeconds, v.now)
 	}
@@ -178,7 +180,7 @@ func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUna
 			}
 		}
 		remaining := min(max(maxUnavailable-numUnavailable, 0), len(candidates))
-		return append(toDelete, sortedPods(candidates, remaining)...), nil
+		return append(toDelete, sortedPods(candidates, remaining)...), nil, len(candidates) - remaining
 	}
 
 	var (
@@ -238,7 +240,7 @@ func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUna
 	}
 	remaining := min(max(maxSurge-numSurge, 0), len(candidates))
 	sort.Strings(candidates)
-	return toDelete, append(toCreate, candidates[:remaining]...)
+	return toDelete, append(toCreate, candidates[:remaining]...), len(candidates) - remaining
 }
 
 // rollingUpdate replaces old pods within the limits of the strategy,
@@ -254,7 +256,7 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *setView, old []*appsv
 	if err != nil {
 		return err
 	}
-	toDelete, toCreate := planRollingUpdate(v, pol, desired, maxSurge, maxUnavailable)
+	toDelete, toCreate, held := planRollingUpdate(v, pol, desired, maxSurge, maxUnavailable)
 	var toUpdate []*daemonPod
 	if maxSurge == 0 {
 		// With surge a new pod runs beside the old one: nothing to patch.
@@ -270,9 +272,13 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *setView, old []*appsv
 	// due, no sooner than its pod events would sync it.
 	ctx = pacing.Replacing(ctx)
 	err = errors.Join(c.updateInPlace(ctx, v, toUpdate), c.syncNodes(ctx, v.ds, toDelete, toCreate, v.hash))
+	key := cache.MetaObjectToName(v.ds)
+	// Everything planned went out and the limits hold the rest back: the
+	// next step waits for a pod to turn ready, so that event syncs at once.
+	c.state.awaitReady(key, held > 0 && err == nil)
 	if after, deferred := deferredOnly(err); deferred {
 		klog.FromContext(ctx).V(4).Info("Rolling update step deferred behind pod work for nodes without a pod", "daemonset", klog.KObj(v.ds), "after", after)
-		c.enqueueAfter(v.ds, max(after, c.state.podEventDelay(cache.MetaObjectToName(v.ds))))
+		c.enqueueAfter(v.ds, max(after, c.state.podEventDelay(key, false)))
 		return nil
 	}
 	return err

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/controller/pacing"
@@ -354,6 +355,46 @@ func btoi(b bool) int {
 	return 0
 }
 
+// A step that did all maxUnavailable allows waits for a pod to turn ready:
+// that event syncs the set at once (with maxUnavailable 1, the default,
+// every step of a rollout waits on it). Once no outdated pod is left, the
+// set's events are batched again.
+func TestRollingUpdateAwaitsReadyPods(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 3)
+	ds := newSet("agent")
+	ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = intOrStr("1")
+	oldHash := addSetWithRevision(f, ds)
+	for i := range 3 {
+		f.add(newPod(ds, fmt.Sprintf("node-%d", i), oldHash))
+	}
+	ds = f.changeTemplate(ds, "agent:2")
+	key := cache.MetaObjectToName(ds)
+	awaiting := func() bool {
+		// The fake clock stands still, so every sync records a cost of 0,
+		// and a delay of 0: give the set a cost that makes one.
+		f.c.state.synced(key, 10*time.Millisecond)
+		return f.c.state.podEventDelay(key, true) == 0
+	}
+
+	f.mustSync(ds)
+	if got := len(f.podDeletes()); got != 1 {
+		t.Fatalf("%d deletes, want the 1 maxUnavailable allows", got)
+	}
+	if !awaiting() {
+		t.Error("two outdated pods wait for the replaced one to turn ready, yet that event would be delayed")
+	}
+	f.syncCaches()
+	f.runPods()
+	f.rollout(ds, 3, 1)
+	if _, old, _ := f.podsByRevision(revisionHash(ds), 3); old != nil {
+		t.Fatalf("old pods left on %v", old)
+	}
+	if awaiting() {
+		t.Error("the rollout is done, yet a pod turning ready would still sync the set at once")
+	}
+}
+
 // A rolling update's deletes that the budget refuses (pacing.Replacing:
 // no free token) are not failures: the sync returns no error and records
 // no Warning, expects nothing of them, and asks to run again when the
@@ -391,6 +432,10 @@ func TestRollingUpdateDefersWhatTheBudgetRefuses(t *testing.T) {
 	}
 	if !slices.ContainsFunc(f.queue.takeDelayed(), func(d delayed) bool { return d.after == 300*time.Millisecond }) {
 		t.Error("the set is not synced again when the next token is due")
+	}
+	f.c.state.synced(cache.MetaObjectToName(ds), 10*time.Millisecond) // the fake clock made it 0
+	if d := f.c.state.podEventDelay(cache.MetaObjectToName(ds), true); d == 0 {
+		t.Error("a deferred step waits for its token, yet a pod turning ready syncs the set at once")
 	}
 
 	// A node joins: its pod comes with the very next sync.

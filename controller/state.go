@@ -197,10 +197,17 @@ func (s *setStates) synced(key cache.ObjectName, cost time.Duration) {
 	s.with(key, func(st *setState) { s.pacer.Synced(&st.pace, cost) })
 }
 
-// podEventDelay is how long a pod event of the set waits to sync it.
-func (s *setStates) podEventDelay(key cache.ObjectName) (d time.Duration) {
-	s.with(key, func(st *setState) { d = s.pacer.PodEventDelay(&st.pace) })
+// podEventDelay is how long a pod event of the set waits to sync it;
+// turnedReady says a pod or its containers turned ready.
+func (s *setStates) podEventDelay(key cache.ObjectName, turnedReady bool) (d time.Duration) {
+	s.with(key, func(st *setState) { d = s.pacer.PodEventDelay(&st.pace, turnedReady) })
 	return d
+}
+
+// awaitReady records whether the set's rollout waits for a pod to turn
+// ready (pacing.Pacer.AwaitReady).
+func (s *setStates) awaitReady(key cache.ObjectName, waits bool) {
+	s.with(key, func(st *setState) { s.pacer.AwaitReady(&st.pace, waits) })
 }
 
 // canonicalRevisions returns the UIDs of the set's revisions known to hold

@@ -131,6 +131,13 @@ func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodConditi
 	return nil
 }
 
+// ConditionTrue reports whether the pod has a condition of type t with
+// status True.
+func ConditionTrue(pod *corev1.Pod, t corev1.PodConditionType) bool {
+	c := podCondition(pod, t)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
 // IsPodReady reports whether the pod's Ready condition is True.
 func IsPodReady(pod *corev1.Pod) bool {
 	return ConditionReady(ReadyCondition(pod))

@@ -85,16 +85,33 @@ func TestSlowStartCarriesOverSyncs(t *testing.T) {
 func TestPodEventDelay(t *testing.T) {
 	p := NewPacer(nil, testingclock.NewFakePassiveClock(time.Unix(0, 0)))
 	var s Set
-	if d := p.PodEventDelay(&s); d != 0 {
+	if d := p.PodEventDelay(&s, false); d != 0 {
 		t.Errorf("never synced: delay %v, want 0", d)
 	}
 	p.Synced(&s, 5*time.Millisecond)
-	if d := p.PodEventDelay(&s); d != 100*time.Millisecond {
+	if d := p.PodEventDelay(&s, false); d != 100*time.Millisecond {
 		t.Errorf("5 ms snapshot: delay %v, want 100ms", d)
 	}
 	p.Synced(&s, time.Second)
-	if d := p.PodEventDelay(&s); d != MaxPodEventDelay {
+	if d := p.PodEventDelay(&s, false); d != MaxPodEventDelay {
 		t.Errorf("1 s snapshot: delay %v, want the cap %v", d, MaxPodEventDelay)
+	}
+
+	// A pod turning ready is delayed like any other event, unless the
+	// set's rollout waits for one.
+	if d := p.PodEventDelay(&s, true); d != MaxPodEventDelay {
+		t.Errorf("turned ready, no rollout waiting: delay %v, want %v", d, MaxPodEventDelay)
+	}
+	p.AwaitReady(&s, true)
+	if d := p.PodEventDelay(&s, true); d != 0 {
+		t.Errorf("turned ready, the rollout waiting: delay %v, want 0", d)
+	}
+	if d := p.PodEventDelay(&s, false); d != MaxPodEventDelay {
+		t.Errorf("another event, the rollout waiting: delay %v, want %v", d, MaxPodEventDelay)
+	}
+	p.AwaitReady(&s, false)
+	if d := p.PodEventDelay(&s, true); d != MaxPodEventDelay {
+		t.Errorf("turned ready after the rollout stopped waiting: delay %v, want %v", d, MaxPodEventDelay)
 	}
 }
 
