@@ -24,8 +24,9 @@ const expectationsTTL = 5 * time.Minute
 type expectations struct {
 	creates map[string]struct{}
 	deletes map[string]struct{}
-	// updates are in-place updates (by pod namespace/name), seen when the
-	// pod shows another revision hash or is deleted.
+	// updates are in-place updates and openings of the in-place gate (by
+	// pod namespace/name), seen when the pod shows another revision hash
+	// or its gate open, or is deleted.
 	updates map[string]struct{}
 	// raised is when an expectation was last added, for the TTL.
 	raised time.Time

@@ -218,8 +218,9 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 		return
 	}
 	completed := false
-	if placement.RevisionHash(oldPod) != placement.RevisionHash(curPod) {
-		// An in-place update (or a hash relabel) shows.
+	if placement.RevisionHash(oldPod) != placement.RevisionHash(curPod) || gateOpened(oldPod, curPod) {
+		// An in-place update (or a hash relabel) shows, or an opening of
+		// the in-place gate (openGates expects both alike).
 		completed = c.state.updateObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(curPod).String())
 	}
 	if oldRef == nil {
@@ -254,6 +255,12 @@ func turnedReady(old, cur *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// gateOpened reports whether cur shows the pod's in-place gate open where
+// old did not.
+func gateOpened(old, cur *corev1.Pod) bool {
+	return !placement.ConditionReady(placement.InPlaceGateCondition(old)) && placement.ConditionReady(placement.InPlaceGateCondition(cur))
 }
 
 func (c *Controller) deletePod(logger klog.Logger, obj interface{}) {

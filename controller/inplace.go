@@ -198,9 +198,12 @@ func (c *Controller) updatePodInPlace(ctx context.Context, v *setView, p *daemon
 }
 
 // openGates sets the in-place gate condition True on the pods
-// planGateOpenings names, at most burstReplicas a sync. Nothing is
-// expected of them: a gate opened twice on a stale cache is one request
-// more, and the pod counts as unavailable until the cache shows it open.
+// planGateOpenings names, at most burstReplicas a sync. The openings are
+// expected like in-place updates: the set is not synced again until the
+// cache shows each gate open, or the pod gone. Unexpected, a sync that
+// runs before the cache shows them opens them again: at 1,000 nodes 200
+// to 290 of 1,000 gates were opened twice, 3.21-3.30 requests per pod
+// where the floor is 3 (close, patch, open).
 func (c *Controller) openGates(ctx context.Context, v *setView) error {
 	if v.gated == 0 {
 		return nil
@@ -226,16 +229,28 @@ func (c *Controller) openGates(ctx context.Context, v *setView) error {
 	if len(pods) > c.burstReplicas {
 		pods = pods[:c.burstReplicas]
 	}
+	key := cache.MetaObjectToName(v.ds)
+	keys := make([]string, len(pods))
+	for i, p := range pods {
+		keys[i] = cache.MetaObjectToName(p.Pod).String()
+	}
+	c.state.expectUpdates(key, keys)
 	now := c.clock.Now()
-	return allAtOnce(pods, func(_ int, p *daemonPod) error {
+	return allAtOnce(pods, func(i int, p *daemonPod) error {
 		reason, message := "PodCreated", "no in-place update yet"
 		if p.inPlace != nil {
 			reason, message = "InPlaceUpdated", fmt.Sprintf("updated in place to revision %s", p.hash)
 		}
 		patch := placement.InPlaceGatePatch(corev1.ConditionTrue, reason, message, now)
-		if err := c.podControl.SetPodGate(ctx, v.ds, p.Pod, corev1.ConditionTrue, patch); err != nil && !apierrors.IsNotFound(err) {
-			return err
+		err := c.podControl.SetPodGate(ctx, v.ds, p.Pod, corev1.ConditionTrue, patch)
+		if err == nil {
+			return nil
 		}
-		return nil
+		// Not sent, or the pod is gone: no event will show the gate open.
+		c.state.updateObserved(key, keys[i])
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
 	})
 }

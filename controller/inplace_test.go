@@ -202,6 +202,12 @@ func TestInPlaceRollingUpdate(t *testing.T) {
 					}
 				}
 				check("after the controller")
+				// Again before the cache shows what it wrote: nothing may
+				// be written twice (a gate opened again on a stale cache
+				// was a fifth more status writes at 1,000 nodes).
+				f.mustSync(ds)
+				p, s = f.podWrites()
+				patches, statusPatches = patches+p, statusPatches+s
 				f.syncCaches()
 				// Again before the kubelet has seen anything: the pods
 				// just patched still report Ready.
