@@ -35,7 +35,19 @@ type inPlaceVariant struct {
 	sys  system
 	// rollingUpdate is the set's spec.updateStrategy.rollingUpdate.
 	rollingUpdate map[string]any
+	// base is the key of the variant its ratio is taken against; "" for
+	// the first variant (upstream's recreate).
+	base string
+	// until, when not 0, ends the timing once that many nodes run an
+	// available pod of the new image: a rollout one pod at a time over
+	// 1,000 nodes takes minutes, and its first steps show its pace.
+	until int
+	// extra variants run only when --inplace-variants names them.
+	extra bool
 }
+
+// stepPods is how many nodes the maxUnavailable-1 variants time.
+const stepPods = 100
 
 var inPlaceVariants = []inPlaceVariant{
 	{key: "upstream", name: "upstream (recreate)", sys: upstream,
@@ -44,6 +56,20 @@ var inPlaceVariants = []inPlaceVariant{
 		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": int64(0), "podUpdatePolicy": "InPlaceIfPossible"}},
 	{key: "nogate", name: "everynode in place, no gate", sys: everynode,
 		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": int64(0), "podUpdatePolicy": "InPlaceIfPossible", "inPlaceReadinessGate": false}},
+	// The default strategy's pace, one pod at a time: each step waits for
+	// the pod just replaced to turn ready (controller/pacing.PodEventDelay).
+	{key: "upstream-1", name: "upstream (recreate), maxUnavailable 1", sys: upstream, until: stepPods, extra: true,
+		rollingUpdate: map[string]any{"maxUnavailable": int64(1), "maxSurge": int64(0)}},
+	{key: "recreate-1", name: "everynode (recreate), maxUnavailable 1", sys: everynode, until: stepPods, extra: true, base: "upstream-1",
+		rollingUpdate: map[string]any{"maxUnavailable": int64(1), "maxSurge": int64(0)}},
+}
+
+// pods is how many nodes v's timing covers.
+func (v inPlaceVariant) pods(nodes int) int {
+	if v.until > 0 && v.until < nodes {
+		return v.until
+	}
+	return nodes
 }
 
 // inPlaceResult is one variant's run.
@@ -82,15 +108,20 @@ func (b *bench) inPlaceOnce(ctx context.Context, v inPlaceVariant, round int) (*
 
 	before := b.m.snapshot(ctx)
 	b.t.resetSeen()
-	logf("%s rolling update of the image, maxUnavailable 10%%", lbl)
+	logf("%s rolling update of the image, %v, timed over %d nodes", lbl, v.rollingUpdate, v.pods(b.c.nodes))
 	t1 := time.Now()
 	var err error
-	if res.update, err = b.updateImage(ctx, lbl, v.sys.gvr, t1, v.sys.name == everynode.name); err != nil {
+	if res.update, err = b.updateImage(ctx, lbl, v.sys.gvr, t1, v.sys.name == everynode.name, v.pods(b.c.nodes)); err != nil {
 		return nil, err
 	}
 	// The audit log is written asynchronously: give it a moment.
 	time.Sleep(3 * time.Second)
 	end := time.Now()
+	if v.until > 0 && !math.IsNaN(res.update) {
+		// The rollout goes on past the nodes timed: count only their
+		// window.
+		end = t1.Add(time.Duration(res.update * float64(time.Second)))
+	}
 	res.podsMade = b.t.createdSince(t1)
 	if b.c.auditLog != "" {
 		aw, err := readAudit(b.c.auditLog, before.auditOffset, t1, end)
@@ -104,7 +135,7 @@ func (b *bench) inPlaceOnce(ctx context.Context, v inPlaceVariant, round int) (*
 		res.requests, res.total = aw.byVerbResource[ctrl], aw.byClient[ctrl]
 	}
 	logf("%s update %.1fs; %d controller requests (%.2f per pod), %d pods made: %v",
-		lbl, res.update, res.total, float64(res.total)/float64(b.c.nodes), res.podsMade, res.requests)
+		lbl, res.update, res.total, float64(res.total)/float64(v.pods(b.c.nodes)), res.podsMade, res.requests)
 
 	logf("%s cleaning up", lbl)
 	if err := b.w.teardown(ctx, v.sys, b.t); err != nil {
@@ -130,11 +161,12 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 	fmt.Fprintf(&sb, "%s, everynode %s, %d rounds of the variants alternated, all at client QPS %d, burst %d. "+
 		"The image of the set changes, maxUnavailable 10%%: upstream (apps/v1, kube-controller-manager) recreates each pod; "+
 		"everynode patches it in place, with its readiness gate (gate False, patch, gate True) and without. "+
-		"Figure: from the set's patch until every node has an available pod whose container runs the new image (kwok restarts a "+
+		"The maxUnavailable 1 variants (`--inplace-variants=upstream-1,recreate-1`) recreate one pod at a time, the default strategy, and are timed over their first %d nodes; their ratio is everynode's against upstream's. "+
+		"Figure: from the set's patch until every node (or every node timed) has an available pod whose container runs the new image (kwok restarts a "+
 		"patched container after one second, e2e/kwok). %s Requests: the controller's, from the audit log, in that window (everynode's one \"create pods\" is its validating webhook's dry run of the new template, made under the same identity). "+
 		"Each cell: median (min–max) over the rounds; a ratio (variant / upstream) counts only where the medians differ by more "+
 		"than the larger spread, otherwise tie.\n\n",
-		start.Format("2006-01-02 15:04"), c.rev, c.rounds, c.qps, c.burst, newPodStart(c))
+		start.Format("2006-01-02 15:04"), c.rev, c.rounds, c.qps, c.burst, stepPods, newPodStart(c))
 	get := func(name string, f func(*inPlaceResult) float64) summary {
 		var xs []float64
 		for _, r := range runs {
@@ -145,14 +177,13 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 		return summarize(xs)
 	}
 	update := func(r *inPlaceResult) float64 { return r.update }
-	perPod := func(r *inPlaceResult) float64 { return float64(r.total) / float64(c.nodes) }
-	base := get(inPlaceVariants[0].name, update)
-	sb.WriteString("| variant | update s | ratio to upstream | controller requests per pod | pods created |\n|---|---|---|---|---|\n")
+	sb.WriteString("| variant | nodes timed | update s | ratio to upstream | controller requests per pod | pods created |\n|---|---|---|---|---|---|\n")
 	for _, v := range inPlaceVariants {
 		if get(v.name, update).n == 0 {
 			continue
 		}
 		s := get(v.name, update)
+		base := get(v.baseName(), update)
 		ratio := "–"
 		if v.sys.name != upstream.name && base.median > 0 && !math.IsNaN(s.median) {
 			ratio = fmt.Sprintf("%.2f", s.median/base.median)
@@ -161,7 +192,8 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 			}
 		}
 		made := get(v.name, func(r *inPlaceResult) float64 { return float64(r.podsMade) })
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s |\n", v.name, fmtSummary(s), ratio, fmtSummary(get(v.name, perPod)), fmtNum(made.median))
+		perPod := get(v.name, func(r *inPlaceResult) float64 { return float64(r.total) / float64(v.pods(c.nodes)) })
+		fmt.Fprintf(&sb, "| %s | %d | %s | %s | %s | %s |\n", v.name, v.pods(c.nodes), fmtSummary(s), ratio, fmtSummary(perPod), fmtNum(made.median))
 	}
 	sb.WriteString("\nRequests by verb and resource, per run:\n\n| run | update s | requests | by verb and resource |\n|---|---|---|---|\n")
 	sorted := append([]*inPlaceResult(nil), runs...)
@@ -187,11 +219,27 @@ func byVerbResource(requests map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
+// baseName is the name of the variant v's ratio is taken against.
+func (v inPlaceVariant) baseName() string {
+	for _, b := range inPlaceVariants {
+		if b.key == v.base {
+			return b.name
+		}
+	}
+	return inPlaceVariants[0].name
+}
+
 // selectedVariants returns the variants whose keys are listed (comma
-// separated), all of them when keys is empty.
+// separated); when keys is empty, all but the extra ones.
 func selectedVariants(keys string) ([]inPlaceVariant, error) {
 	if keys == "" {
-		return inPlaceVariants, nil
+		var out []inPlaceVariant
+		for _, v := range inPlaceVariants {
+			if !v.extra {
+				out = append(out, v)
+			}
+		}
+		return out, nil
 	}
 	var out []inPlaceVariant
 	for _, k := range strings.Split(keys, ",") {
@@ -202,7 +250,7 @@ func selectedVariants(keys string) ([]inPlaceVariant, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("--inplace-variants: unknown variant %q (want upstream, gate, nogate)", k)
+			return nil, fmt.Errorf("--inplace-variants: unknown variant %q (want upstream, gate, nogate, upstream-1, recreate-1)", k)
 		}
 	}
 	return out, nil

@@ -85,7 +85,7 @@ func main() {
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.BoolVar(&c.dry, "dry", false, "check the setup and exit")
 	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "inplace": the image update in place against upstream's recreate (inplace.go); "takeover": one apps/v1 set by kube-controller-manager and by everynode --takeover (takeover.go)`)
-	flag.StringVar(&c.inPlaceVariants, "inplace-variants", "", "with --scenario=inplace: the variants to run, comma separated (upstream, gate, nogate); empty: all")
+	flag.StringVar(&c.inPlaceVariants, "inplace-variants", "", "with --scenario=inplace: the variants to run, comma separated (upstream, gate, nogate; upstream-1 and recreate-1, maxUnavailable 1 over the first 100 nodes, run only when named); empty: upstream, gate, nogate")
 	flag.StringVar(&c.profileDir, "profile-joins", "", "directory for CPU profiles of every process over each join wave (a diagnostic: off by default)")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 3, "length of each join wave's CPU profiles, from the wave's first node create")
 	flag.Var(&c.profileURLs, "profile-url", "another process to profile over the join waves, as name=base URL of its /debug/pprof (repeatable)")

@@ -115,7 +115,7 @@ func (b *bench) takeoverOnce(ctx context.Context, v takeoverVariant, round int) 
 	logf("%s rolling update of the image, maxUnavailable 10%%", lbl)
 	t1 := time.Now()
 	var err error
-	if res.update, err = b.updateImage(ctx, lbl, upstream.gvr, t1, v.takeover); err != nil {
+	if res.update, err = b.updateImage(ctx, lbl, upstream.gvr, t1, v.takeover, b.c.nodes); err != nil {
 		return nil, err
 	}
 	time.Sleep(3 * time.Second) // the audit log is written asynchronously

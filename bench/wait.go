@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,16 +93,50 @@ func (b *bench) wait(ctx context.Context, what string, start time.Time, img stri
 	return math.NaN()
 }
 
+// waitFirst waits, from start, until n nodes have an available pod of img:
+// the seconds, NaN on timeout.
+func (b *bench) waitFirst(ctx context.Context, what string, start time.Time, img string, n int) float64 {
+	deadline := start.Add(b.c.phaseTimeout)
+	lastLog := time.Now()
+	for ctx.Err() == nil {
+		if got := b.t.availableTimes(img, nil); len(got) >= n {
+			times := make([]time.Time, 0, len(got))
+			for _, at := range got {
+				times = append(times, at)
+			}
+			sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+			d := times[n-1].Sub(start).Seconds()
+			logf("%s: %d nodes in %.1fs", what, n, d)
+			return d
+		} else if time.Since(lastLog) >= 10*time.Second {
+			logf("%s %d/%d available (%.0fs)", what, len(got), n, time.Since(start).Seconds())
+			lastLog = time.Now()
+		}
+		if time.Now().After(deadline) {
+			logf("%s timed out after %s before %d nodes", what, b.c.phaseTimeout, n)
+			return math.NaN()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return math.NaN()
+}
+
 // updateImage patches the bench set's image to image2 and waits, from
-// start, until every node runs an available pod of it: the seconds, NaN on
-// timeout. With flush it then waits for everynode's deferred requests, so
-// the next phase does not meet them.
-func (b *bench) updateImage(ctx context.Context, lbl string, gvr schema.GroupVersionResource, start time.Time, flush bool) (float64, error) {
+// start, until nodes nodes (every node: the update is done) run an
+// available pod of it: the seconds, NaN on timeout. With flush it then
+// waits for everynode's deferred requests, so the next phase does not
+// meet them.
+func (b *bench) updateImage(ctx context.Context, lbl string, gvr schema.GroupVersionResource, start time.Time, flush bool, nodes int) (float64, error) {
 	patch, _ := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": image2}})
 	if _, err := b.w.dyn.Resource(gvr).Namespace(benchNamespace).Patch(ctx, "fluentd-elasticsearch", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 		return math.NaN(), fmt.Errorf("patching the %s DaemonSet: %w", gvr.Group, err)
 	}
-	secs := b.wait(ctx, lbl+" update", start, image2, true)
+	var secs float64
+	if nodes < b.c.nodes {
+		secs = b.waitFirst(ctx, lbl+" update", start, image2, nodes)
+	} else {
+		secs = b.wait(ctx, lbl+" update", start, image2, true)
+	}
 	if flush {
 		b.flushDeferred(ctx, lbl)
 	}
