@@ -246,6 +246,11 @@ func TestPodEventsAreBatched(t *testing.T) {
 	step("containers turned ready, the rollout waiting", func() {
 		f.c.updatePod(klogDiscard, starting, withCondition(starting, "4", corev1.ContainersReady))
 	}, []string{"default/agent"}, nil)
+	// While a change is pending a sync does nothing; the event that
+	// completes it syncs the set.
+	f.c.state.expectUpdates(key, []string{"default/other"})
+	step("turned ready, the rollout waiting, an update pending", func() { f.c.updatePod(klogDiscard, starting, ready) }, nil, []time.Duration{200 * time.Millisecond})
+	f.c.state.updateObserved(key, "default/other")
 	step("ready already, the rollout waiting", func() {
 		f.c.updatePod(klogDiscard, ready, withCondition(ready, "5", corev1.PodScheduled))
 	}, nil, []time.Duration{200 * time.Millisecond})

@@ -356,9 +356,9 @@ func btoi(b bool) int {
 }
 
 // A step that did all maxUnavailable allows waits for a pod to turn ready:
-// that event syncs the set at once (with maxUnavailable 1, the default,
-// every step of a rollout waits on it). Once no outdated pod is left, the
-// set's events are batched again.
+// once the step's own changes are seen, that event syncs the set at once
+// (with maxUnavailable 1, the default, every step of a rollout waits on
+// it). Once no outdated pod is left, the set's events are batched again.
 func TestRollingUpdateAwaitsReadyPods(t *testing.T) {
 	f := newFixture(t)
 	addNodes(f, 3)
@@ -381,10 +381,19 @@ func TestRollingUpdateAwaitsReadyPods(t *testing.T) {
 	if got := len(f.podDeletes()); got != 1 {
 		t.Fatalf("%d deletes, want the 1 maxUnavailable allows", got)
 	}
-	if !awaiting() {
-		t.Error("two outdated pods wait for the replaced one to turn ready, yet that event would be delayed")
+	if awaiting() {
+		t.Error("the delete is not yet seen, so a sync can do nothing, yet a pod turning ready would sync the set at once")
 	}
 	f.syncCaches()
+	f.mustSync(ds)
+	if got := len(f.podCreates()); got != 1 {
+		t.Fatalf("%d creates once the delete was seen, want its replacement", got)
+	}
+	f.syncCaches()
+	f.mustSync(ds)
+	if !awaiting() {
+		t.Error("two outdated pods wait for the new one to turn ready, yet that event would be delayed")
+	}
 	f.runPods()
 	f.rollout(ds, 3, 1)
 	if _, old, _ := f.podsByRevision(revisionHash(ds), 3); old != nil {

@@ -198,9 +198,15 @@ func (s *setStates) synced(key cache.ObjectName, cost time.Duration) {
 }
 
 // podEventDelay is how long a pod event of the set waits to sync it;
-// turnedReady says a pod or its containers turned ready.
+// turnedReady says a pod or its containers turned ready. That counts only
+// while nothing is pending: until then a sync can do nothing (sync.go),
+// and the event that completes the expectations syncs the set at once
+// anyway. Counted then too, each pod of a 100-pod step turning ready ran
+// a sync of its own that found an update still pending.
 func (s *setStates) podEventDelay(key cache.ObjectName, turnedReady bool) (d time.Duration) {
-	s.with(key, func(st *setState) { d = s.pacer.PodEventDelay(&st.pace, turnedReady) })
+	s.with(key, func(st *setState) {
+		d = s.pacer.PodEventDelay(&st.pace, turnedReady && st.expected.none())
+	})
 	return d
 }
 
