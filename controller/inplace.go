@@ -138,11 +138,7 @@ func (c *Controller) updateInPlace(ctx context.Context, v *setView, pods []*daem
 	}
 	logger := klog.FromContext(ctx)
 	key := cache.MetaObjectToName(v.ds)
-	keys := make([]string, len(pods))
-	for i, p := range pods {
-		keys[i] = cache.MetaObjectToName(p.Pod).String()
-	}
-	c.state.expectUpdates(key, keys)
+	keys := c.expectPodUpdates(key, pods)
 	logger.V(4).Info("Updating daemon pods in place", "count", len(pods))
 
 	return allAtOnce(pods, func(i int, p *daemonPod) error {
@@ -197,6 +193,18 @@ func (c *Controller) updatePodInPlace(ctx context.Context, v *setView, p *daemon
 	return c.podControl.UpdatePodInPlace(ctx, v.ds, p.Pod, patch, changes)
 }
 
+// expectPodUpdates records an expected in-place write (a patch or a gate
+// opening) of each pod and returns the pods' keys, in order, for lowering
+// the expectation of a write that fails.
+func (c *Controller) expectPodUpdates(key cache.ObjectName, pods []*daemonPod) []string {
+	keys := make([]string, len(pods))
+	for i, p := range pods {
+		keys[i] = cache.MetaObjectToName(p.Pod).String()
+	}
+	c.state.expectUpdates(key, keys)
+	return keys
+}
+
 // openGates sets the in-place gate condition True on the pods
 // planGateOpenings names, at most burstReplicas a sync. The openings are
 // expected like in-place updates: the set is not synced again until the
@@ -230,11 +238,7 @@ func (c *Controller) openGates(ctx context.Context, v *setView) error {
 		pods = pods[:c.burstReplicas]
 	}
 	key := cache.MetaObjectToName(v.ds)
-	keys := make([]string, len(pods))
-	for i, p := range pods {
-		keys[i] = cache.MetaObjectToName(p.Pod).String()
-	}
-	c.state.expectUpdates(key, keys)
+	keys := c.expectPodUpdates(key, pods)
 	now := c.clock.Now()
 	return allAtOnce(pods, func(i int, p *daemonPod) error {
 		reason, message := "PodCreated", "no in-place update yet"

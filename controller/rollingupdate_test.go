@@ -355,20 +355,28 @@ func btoi(b bool) int {
 	return 0
 }
 
+// outdatedSet gives f nodes nodes, each with an available pod of a set's
+// first revision, then a new template (agent:2) with the given
+// maxUnavailable: a rolling update about to start.
+func outdatedSet(f *fixture, nodes int, maxUnavailable string) *everynodev1alpha1.DaemonSet {
+	f.t.Helper()
+	addNodes(f, nodes)
+	ds := newSet("agent")
+	ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = intOrStr(maxUnavailable)
+	oldHash := addSetWithRevision(f, ds)
+	for i := range nodes {
+		f.add(newPod(ds, fmt.Sprintf("node-%d", i), oldHash))
+	}
+	return f.changeTemplate(ds, "agent:2")
+}
+
 // A step that did all maxUnavailable allows waits for a pod to turn ready:
 // once the step's own changes are seen, that event syncs the set at once
 // (with maxUnavailable 1, the default, every step of a rollout waits on
 // it). Once no outdated pod is left, the set's events are batched again.
 func TestRollingUpdateAwaitsReadyPods(t *testing.T) {
 	f := newFixture(t)
-	addNodes(f, 3)
-	ds := newSet("agent")
-	ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = intOrStr("1")
-	oldHash := addSetWithRevision(f, ds)
-	for i := range 3 {
-		f.add(newPod(ds, fmt.Sprintf("node-%d", i), oldHash))
-	}
-	ds = f.changeTemplate(ds, "agent:2")
+	ds := outdatedSet(f, 3, "1")
 	key := cache.MetaObjectToName(ds)
 	awaiting := func() bool {
 		// The fake clock stands still, so every sync records a cost of 0,
@@ -412,14 +420,7 @@ func TestRollingUpdateAwaitsReadyPods(t *testing.T) {
 // not do. Once tokens are free, the rollout goes on.
 func TestRollingUpdateDefersWhatTheBudgetRefuses(t *testing.T) {
 	f := newFixture(t)
-	addNodes(f, 4)
-	ds := newSet("agent")
-	ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = intOrStr("2")
-	oldHash := addSetWithRevision(f, ds)
-	for i := range 4 {
-		f.add(newPod(ds, fmt.Sprintf("node-%d", i), oldHash))
-	}
-	ds = f.changeTemplate(ds, "agent:2")
+	ds := outdatedSet(f, 4, "2")
 
 	refuse := true
 	f.kube.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
