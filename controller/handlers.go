@@ -328,10 +328,11 @@ func (c *Controller) enqueueAdopters(logger klog.Logger, obj metav1.Object) {
 // the set's expectations, or showed a pod turning ready (and so available:
 // the caller checks minReadySeconds) while the set's rollout waits for
 // one; else after the set's pod-event delay, so that the events of a busy
-// set share one sync (pacing.PodEventDelay).
+// set share one sync; and while the rollout waits for free tokens, not
+// before they are due (pacing.PodEventDelay).
 func (c *Controller) enqueueForPod(ds *everynodev1alpha1.DaemonSet, completedExpectations, turnedReady bool) {
 	key := cache.MetaObjectToName(ds)
-	if d := c.state.podEventDelay(key, turnedReady); d > 0 && !completedExpectations {
+	if d := c.state.podEventDelay(key, completedExpectations, turnedReady); d > 0 {
 		c.queue.AddAfter(key, d)
 		return
 	}

@@ -11,7 +11,6 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/controller/pacing"
 	"everynode.io/everynode/placement"
 	"everynode.io/everynode/placement/revision"
 )
@@ -150,9 +149,6 @@ func (c *Controller) updateInPlace(ctx context.Context, v *setView, pods []*daem
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		if isDeferred(err) {
-			return err
-		}
 		logger.V(2).Info("Failed to update daemon pod in place", "pod", klog.KObj(p.Pod), "err", err)
 		return err
 	})
@@ -187,8 +183,6 @@ func (c *Controller) updatePodInPlace(ctx context.Context, v *setView, p *daemon
 		if err := c.podControl.SetPodGate(ctx, v.ds, p.Pod, corev1.ConditionFalse, gate); err != nil {
 			return err
 		}
-		// The gate is closed: the patch goes too, not deferred.
-		ctx = pacing.Continuing(ctx)
 	}
 	return c.podControl.UpdatePodInPlace(ctx, v.ds, p.Pod, patch, changes)
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/controller/pacing"
 	"everynode.io/everynode/placement"
 )
 
@@ -42,9 +41,6 @@ type realPodControl struct {
 func (r realPodControl) CreatePod(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod) error {
 	node, _ := placement.TargetNode(pod)
 	created, err := r.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if isDeferred(err) {
-		return err
-	}
 	if err != nil {
 		podsCreated.WithLabelValues(resultLabel(err)).Inc()
 		r.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating pod for node %s: %v", node, err)
@@ -62,7 +58,7 @@ func (r realPodControl) DeletePod(ctx context.Context, ds *everynodev1alpha1.Dae
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	}
 	if err := r.client.CoreV1().Pods(namespace).Delete(ctx, name, opts); err != nil {
-		if apierrors.IsNotFound(err) || isDeferred(err) {
+		if apierrors.IsNotFound(err) {
 			// Already gone: what we wanted, and no news for the user.
 			return fmt.Errorf("delete pod %s/%s: %w", namespace, name, err)
 		}
@@ -77,9 +73,6 @@ func (r realPodControl) DeletePod(ctx context.Context, ds *everynodev1alpha1.Dae
 
 func (r realPodControl) UpdatePodInPlace(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, patch []byte, images string) error {
 	_, err := r.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-	if isDeferred(err) {
-		return err
-	}
 	podsUpdatedInPlace.WithLabelValues(resultLabel(err)).Inc()
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -93,9 +86,6 @@ func (r realPodControl) UpdatePodInPlace(ctx context.Context, ds *everynodev1alp
 
 func (r realPodControl) SetPodGate(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, status corev1.ConditionStatus, patch []byte) error {
 	_, err := r.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	if isDeferred(err) {
-		return err
-	}
 	podGateWrites.WithLabelValues(string(status), resultLabel(err)).Inc()
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -104,13 +94,4 @@ func (r realPodControl) SetPodGate(ctx context.Context, ds *everynodev1alpha1.Da
 		return fmt.Errorf("set the in-place gate of pod %s/%s to %s: %w", pod.Namespace, pod.Name, status, err)
 	}
 	return nil
-}
-
-// isDeferred reports whether err is a rolling update's request that the
-// budget refused to send (pacing.Replacing): not a failure, so no Warning
-// event and no failed request in the metrics; the set syncs again when a
-// token is free.
-func isDeferred(err error) bool {
-	_, ok := pacing.DeferredFor(err)
-	return ok
 }

@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-
-	"everynode.io/everynode/controller/pacing"
 )
 
 // hold says why the rolling update leaves a node's old pod alone.
@@ -243,6 +241,12 @@ func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUna
 	return toDelete, append(toCreate, candidates[:remaining]...), len(candidates) - remaining
 }
 
+// upTo returns the first n of s, at most all, and what is left of n.
+func upTo[T any](s []T, n int) ([]T, int) {
+	k := min(len(s), n)
+	return s[:k], n - k
+}
+
 // rollingUpdate replaces old pods within the limits of the strategy,
 // updating them in place where the strategy asks for it and their revision
 // allows it (old are the set's older revisions).
@@ -263,23 +267,28 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *setView, old []*appsv
 		// Validation keeps maxSurge 0 for sets that update in place.
 		toDelete, toUpdate = splitInPlace(ctx, v, newInPlaceRule(v, old), toDelete)
 	}
-	if len(toDelete) > 0 || len(toCreate) > 0 || len(toUpdate) > 0 {
+	// At most burstReplicas of each a sync, as syncNodes and updateInPlace
+	// send; and behind every request for a node without a pod, of any set:
+	// only as many as the budget has free tokens now go, deletes first,
+	// the rest when a batch of tokens is free again.
+	toDelete, toUpdate, toCreate = toDelete[:min(len(toDelete), c.burstReplicas)],
+		toUpdate[:min(len(toUpdate), c.burstReplicas)], toCreate[:min(len(toCreate), c.burstReplicas)]
+	free, retry := c.state.freeRequests(len(toDelete) + len(toUpdate) + len(toCreate))
+	toDelete, free = upTo(toDelete, free)
+	toUpdate, free = upTo(toUpdate, free)
+	toCreate, _ = upTo(toCreate, free)
+	if len(toDelete) > 0 || len(toCreate) > 0 || len(toUpdate) > 0 || retry > 0 {
 		klog.FromContext(ctx).V(4).Info("Rolling update step", "daemonset", klog.KObj(v.ds),
-			"maxSurge", maxSurge, "maxUnavailable", maxUnavailable, "delete", len(toDelete), "create", len(toCreate), "inPlace", len(toUpdate))
+			"maxSurge", maxSurge, "maxUnavailable", maxUnavailable, "delete", len(toDelete), "create", len(toCreate), "inPlace", len(toUpdate), "waitForTokens", retry)
 	}
-	// Behind every request for a node without a pod, of any set: what has
-	// no free token now is not sent, and the set syncs again when one is
-	// due, no sooner than its pod events would sync it.
-	ctx = pacing.Replacing(ctx)
 	err = errors.Join(c.updateInPlace(ctx, v, toUpdate), c.syncNodes(ctx, v.ds, toDelete, toCreate, v.hash))
 	key := cache.MetaObjectToName(v.ds)
+	c.state.budgetBound(key, retry)
 	// Everything planned went out and the limits hold the rest back: the
 	// next step waits for a pod to turn ready, so that event syncs at once.
-	c.state.awaitReady(key, held > 0 && err == nil)
-	if after, deferred := deferredOnly(err); deferred {
-		klog.FromContext(ctx).V(4).Info("Rolling update step deferred behind pod work for nodes without a pod", "daemonset", klog.KObj(v.ds), "after", after)
-		c.enqueueAfter(v.ds, max(after, c.state.podEventDelay(key, false)))
-		return nil
+	c.state.awaitReady(key, held > 0 && retry == 0 && err == nil)
+	if retry > 0 && err == nil {
+		c.enqueueAfter(v.ds, retry)
 	}
 	return err
 }

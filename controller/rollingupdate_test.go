@@ -12,9 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -382,7 +380,7 @@ func TestRollingUpdateAwaitsReadyPods(t *testing.T) {
 		// The fake clock stands still, so every sync records a cost of 0,
 		// and a delay of 0: give the set a cost that makes one.
 		f.c.state.synced(key, 10*time.Millisecond)
-		return f.c.state.podEventDelay(key, true) == 0
+		return f.c.state.podEventDelay(key, false, true) == 0
 	}
 
 	f.mustSync(ds)
@@ -412,53 +410,56 @@ func TestRollingUpdateAwaitsReadyPods(t *testing.T) {
 	}
 }
 
-// A rolling update's deletes that the budget refuses (pacing.Replacing:
-// no free token) are not failures: the sync returns no error and records
-// no Warning, expects nothing of them, and asks to run again when the
-// next token is due. So the set's next sync is free at once to create the
-// pod of a node that joins, which a sync held by waiting deletes could
-// not do. Once tokens are free, the rollout goes on.
-func TestRollingUpdateDefersWhatTheBudgetRefuses(t *testing.T) {
+// A rolling update's step sends only as many requests as the budget has
+// free tokens (pacing.Bucket.Free), deletes first, and asks to run again
+// when a batch of tokens is due; until then its pod events wait too, even
+// the one that completes its expectations. The rest is not a failure: no
+// error, no Warning, nothing expected of it. A node that joins meanwhile
+// gets its pod at once. Once tokens are free, the rollout goes on.
+func TestRollingUpdateSendsWhatTheBudgetHasFree(t *testing.T) {
 	f := newFixture(t)
 	ds := outdatedSet(f, 4, "2")
+	b := &fakeBudget{limitFree: true, free: 1, retry: 300 * time.Millisecond}
+	f.c.pacer = pacing.NewPacer(b, f.clock)
+	f.c.state.pacer = f.c.pacer
+	key := cache.MetaObjectToName(ds)
 
-	refuse := true
-	f.kube.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
-		if !refuse {
-			return false, nil, nil
-		}
-		// As client-go returns its rate limiter's error.
-		return true, nil, fmt.Errorf("client rate limiter Wait returned an error: %w", &pacing.DeferredError{After: 300 * time.Millisecond})
-	})
 	f.queue.takeDelayed()
 	if err := f.sync(ds); err != nil {
-		t.Fatalf("sync with its deletes deferred: %v", err)
+		t.Fatalf("sync with a token short: %v", err)
 	}
-	if got := len(f.podDeletes()); got != 2 {
-		t.Fatalf("%d deletes tried, want the 2 maxUnavailable allows", got)
+	if got := len(f.podDeletes()); got != 1 {
+		t.Fatalf("%d deletes, want the 1 the budget has free of the 2 maxUnavailable allows", got)
 	}
 	if ev := f.events(); slices.ContainsFunc(ev, func(e string) bool { return strings.HasPrefix(e, corev1.EventTypeWarning) }) {
-		t.Errorf("events %v: a deferral is not a failure", ev)
+		t.Errorf("events %v: waiting for tokens is not a failure", ev)
+	}
+	if _, deletes, _ := f.c.state.pending(key); deletes != 1 {
+		t.Errorf("%d deletes expected, want the 1 sent", deletes)
 	}
 	if !slices.ContainsFunc(f.queue.takeDelayed(), func(d delayed) bool { return d.after == 300*time.Millisecond }) {
-		t.Error("the set is not synced again when the next token is due")
+		t.Error("the set is not synced again when the tokens are due")
 	}
-	f.c.state.synced(cache.MetaObjectToName(ds), 10*time.Millisecond) // the fake clock made it 0
-	if d := f.c.state.podEventDelay(cache.MetaObjectToName(ds), true); d == 0 {
-		t.Error("a deferred step waits for its token, yet a pod turning ready syncs the set at once")
+	if d := f.c.state.podEventDelay(key, true, true); d != 300*time.Millisecond {
+		t.Errorf("a pod event syncs the set after %v, want when the tokens are due (300ms)", d)
 	}
 
-	// A node joins: its pod comes with the very next sync.
+	// A node joins: once the delete is seen, its pod comes with the very
+	// next sync, tokens or not (first come, first served).
+	f.syncCaches()
 	f.add(newNode("node-new", nil))
 	f.mustSync(ds)
-	if got := f.createdNodes(); !reflect.DeepEqual(got, []string{"node-new"}) {
+	if got := f.createdNodes(); !slices.Contains(got, "node-new") {
 		t.Fatalf("created on %v, want node-new at once", got)
 	}
 	f.runPods()
 
-	refuse = false
+	b.limitFree = false
 	f.rollout(ds, 5, 2)
 	if _, old, _ := f.podsByRevision(revisionHash(ds), 5); old != nil {
 		t.Errorf("old pods %v once tokens were free", old)
+	}
+	if d := f.c.state.podEventDelay(key, true, false); d == 300*time.Millisecond {
+		t.Error("the rollout sent all it planned, yet its pod events still wait for tokens")
 	}
 }

@@ -198,18 +198,31 @@ func (s *setStates) synced(key cache.ObjectName, cost time.Duration) {
 }
 
 // podEventDelay is how long a pod event of the set waits to sync it;
-// turnedReady says a pod or its containers turned ready. That counts only
-// while nothing is pending: until then a sync can do nothing (sync.go),
-// and the event that completes the expectations syncs the set at once
-// anyway. Counted then too, the ungated in-place update at 1,000 nodes
-// got slower (27.9 s against 25.6); by inference, not profiled, because
-// each of 100 pods in flight turning ready ran a sync that could do
-// nothing.
-func (s *setStates) podEventDelay(key cache.ObjectName, turnedReady bool) (d time.Duration) {
+// completed says it completed the set's expectations, turnedReady that it
+// shows a pod or its containers turning ready. That counts only while
+// nothing is pending: until then a sync can do nothing (sync.go), and the
+// event that completes the expectations syncs the set at once anyway.
+// Counted then too, the ungated in-place update at 1,000 nodes got slower
+// (27.9 s against 25.6); by inference, not profiled, because each of 100
+// pods in flight turning ready ran a sync that could do nothing.
+func (s *setStates) podEventDelay(key cache.ObjectName, completed, turnedReady bool) (d time.Duration) {
 	s.with(key, func(st *setState) {
-		d = s.pacer.PodEventDelay(&st.pace, turnedReady && st.expected.none())
+		d = s.pacer.PodEventDelay(&st.pace, pacing.PodEvent{Completed: completed, TurnedReady: turnedReady && st.expected.none()})
 	})
 	return d
+}
+
+// budgetBound records when the set's rolling step asks the budget for
+// free tokens again, 0 when it sent all it planned
+// (pacing.Pacer.BudgetBound).
+func (s *setStates) budgetBound(key cache.ObjectName, retry time.Duration) {
+	s.with(key, func(st *setState) { s.pacer.BudgetBound(&st.pace, retry) })
+}
+
+// freeRequests is how many of want requests of a rolling step may go now,
+// and if fewer, when to ask again (pacing.Pacer.Free).
+func (s *setStates) freeRequests(want int) (n int, retry time.Duration) {
+	return s.pacer.Free(want)
 }
 
 // awaitReady records whether the set's rollout waits for a pod to turn

@@ -23,7 +23,7 @@ func TestSetStatesForgetAll(t *testing.T) {
 	s.wrote(ds, written, f.clock.Now())
 	s.createsSucceeded(key, 8, BurstReplicas)
 	s.synced(key, 10*time.Millisecond)
-	if s.satisfied(key) || s.freshest(ds) != written || s.slowStart(key) != 16 || s.podEventDelay(key, false) == 0 {
+	if s.satisfied(key) || s.freshest(ds) != written || s.slowStart(key) != 16 || s.podEventDelay(key, false, false) == 0 {
 		t.Fatal("the set's state was not recorded")
 	}
 
@@ -37,7 +37,7 @@ func TestSetStatesForgetAll(t *testing.T) {
 	if got := s.slowStart(key); got != 1 {
 		t.Errorf("slow start after forget = %d, want 1", got)
 	}
-	if got := s.podEventDelay(key, false); got != 0 {
+	if got := s.podEventDelay(key, false, false); got != 0 {
 		t.Errorf("pod event delay after forget = %v, want 0", got)
 	}
 }

@@ -111,12 +111,25 @@ func TestStatusWrites(t *testing.T) {
 }
 
 // fakeBudget is a pacing.Budget whose spareness the test sets; every
-// token is granted at once.
-type fakeBudget struct{ spare bool }
+// token is granted at once. With limitFree, Free grants at most free
+// requests and otherwise says to ask again after retry.
+type fakeBudget struct {
+	spare     bool
+	limitFree bool
+	free      int
+	retry     time.Duration
+}
 
 func (b *fakeBudget) Spare() bool                                    { return b.spare }
 func (b *fakeBudget) Wait(context.Context) error                     { return nil }
 func (b *fakeBudget) WaitSpare(context.Context, time.Duration) error { return nil }
+
+func (b *fakeBudget) Free(want int) (int, time.Duration) {
+	if !b.limitFree || want <= b.free {
+		return want, 0
+	}
+	return b.free, b.retry
+}
 
 // TestStatusWritesYieldToPodWork checks that while the request budget has
 // no spare token, counts alone are written only every MaxStatusStaleness

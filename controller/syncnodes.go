@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
-	"everynode.io/everynode/controller/pacing"
 	"everynode.io/everynode/placement"
 )
 
@@ -78,22 +76,16 @@ func (c *Controller) createPods(ctx context.Context, ds *everynodev1alpha1.Daemo
 					// and the set with it are on their way out.
 					return
 				}
-				if !isDeferred(err) {
-					logger.V(2).Info("Failed to create daemon pod", "daemonset", klog.KObj(ds), "node", klog.KRef("", node), "err", err)
-				}
+				logger.V(2).Info("Failed to create daemon pod", "daemonset", klog.KObj(ds), "node", klog.KRef("", node), "err", err)
 				errs.add(err)
 			})
 		}
 		wg.Wait()
 		pos += size
 		if err := errs.join(); err != nil {
-			// A surge create the budget deferred (pacing.Replacing) did not
-			// fail: the rest wait for the next sync without slowing it.
-			if _, deferred := deferredOnly(err); !deferred {
-				c.state.startSlow(key)
-			}
+			c.state.startSlow(key)
 			if skipped := nodes[pos:]; len(skipped) > 0 {
-				logger.V(2).Info("Skipping the remaining creations after a failed or deferred one", "daemonset", klog.KObj(ds), "skipped", len(skipped))
+				logger.V(2).Info("Skipping the remaining creations after a failed one", "daemonset", klog.KObj(ds), "skipped", len(skipped))
 				for _, node := range skipped {
 					c.state.creationObserved(key, node)
 				}
@@ -146,9 +138,6 @@ func (c *Controller) deletePods(ctx context.Context, ds *everynodev1alpha1.Daemo
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		if isDeferred(err) {
-			return err
-		}
 		logger.V(2).Info("Failed to delete daemon pod", "daemonset", klog.KObj(ds), "pod", klog.KObj(pod), "err", err)
 		return err
 	})
@@ -189,24 +178,4 @@ func (l *errorList) join() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return errors.Join(l.errs...)
-}
-
-// deferredOnly reports whether err, however joined, holds nothing but
-// requests the budget deferred (pacing.Replacing), and the longest wait
-// they name.
-func deferredOnly(err error) (after time.Duration, ok bool) {
-	if err == nil {
-		return 0, false
-	}
-	if joined, isJoined := err.(interface{ Unwrap() []error }); isJoined {
-		for _, e := range joined.Unwrap() {
-			d, deferred := deferredOnly(e)
-			if !deferred {
-				return 0, false
-			}
-			after = max(after, d)
-		}
-		return after, true
-	}
-	return pacing.DeferredFor(err)
 }

@@ -2,7 +2,6 @@ package pacing
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -218,60 +217,51 @@ func waiters(t *testing.T, clk *testingclock.FakeClock, n int) {
 	}
 }
 
-// A rolling update's request (Replacing) takes only a token that is free
-// now: while a request for a node without a pod, which came later, waits
-// for the next token, the rolling update's is refused at once with the time
-// until a token is free again. Alone, it goes at the full rate.
-func TestReplacingTakesOnlyAFreeToken(t *testing.T) {
-	b, clk := newFake(t, 10, 1)
-	replacing := Replacing(context.Background())
-	b.Accept() // the bucket is empty: the next token comes in 100 ms
-	wantDeferred(t, b.Wait(replacing), 100*time.Millisecond)
-
+// Free counts only tokens no waiting request has been promised, takes
+// none, and when short says when a batch of them (a tenth of a second's
+// refill, even if fewer are still wanted) will be free once its own are
+// taken. Alone, a rolling update goes at the full rate.
+func TestFreeCountsOnlyUnpromisedTokens(t *testing.T) {
+	b, clk := newFake(t, 50, 100) // a token every 20 ms; a batch is 5
+	for range 97 {
+		b.Accept()
+	}
+	// 3 free: 3 go, the next 5 are 100 ms away once those are taken.
+	wantFree(t, b, 10, 3, 100*time.Millisecond)
+	wantFree(t, b, 3, 3, 0) // nothing taken: still 3
+	wantFree(t, b, 4, 3, 100*time.Millisecond)
+	for range 3 {
+		b.Accept()
+	}
+	// A request for a node without a pod waits for the next token: the
+	// five after it are free 120 ms from now.
 	done := waitDone(func() error { return b.Wait(context.Background()) })
 	waiters(t, clk, 1)
-	// The next token is promised: the one after it is 200 ms away.
-	wantDeferred(t, b.Wait(replacing), 200*time.Millisecond)
-	clk.Step(100 * time.Millisecond)
+	wantFree(t, b, 10, 0, 120*time.Millisecond)
+	clk.Step(20 * time.Millisecond)
 	if err := <-done; err != nil {
 		t.Fatalf("the request for a node without a pod: %v", err)
 	}
-	wantDeferred(t, b.Wait(replacing), 100*time.Millisecond)
+	wantFree(t, b, 10, 0, 100*time.Millisecond)
 	clk.Step(100 * time.Millisecond)
-	if err := b.Wait(replacing); err != nil {
-		t.Fatalf("a free token was there: %v", err)
-	}
+	wantFree(t, b, 10, 5, 100*time.Millisecond)
 
-	// Alone, at the full rate: the bucket refilled, it goes at once.
-	clk.Step(time.Second)
-	if err := b.Wait(replacing); err != nil {
-		t.Fatal(err)
-	}
+	// The bucket refilled: everything it holds is free.
+	clk.Step(10 * time.Second)
+	wantFree(t, b, 250, 100, 100*time.Millisecond)
+	wantFree(t, b, 0, 0, 0)
+
+	// A batch is at least one token, at most the burst.
+	slow, _ := newFake(t, 2, 1)
+	slow.Accept()
+	wantFree(t, slow, 3, 0, 500*time.Millisecond)
 }
 
-// wantDeferred fails unless err is a deferral after d, found through the
-// wrapping client-go gives a rate limiter's error.
-func wantDeferred(t *testing.T, err error, d time.Duration) {
+func wantFree(t *testing.T, b *Bucket, want, n int, retry time.Duration) {
 	t.Helper()
-	wrapped := fmt.Errorf("client rate limiter Wait returned an error: %w", err)
-	after, ok := DeferredFor(wrapped)
-	if !ok {
-		t.Fatalf("got %v, want a deferral", err)
-	}
-	if after != d {
-		t.Fatalf("deferred for %s, want %s", after, d)
-	}
-}
-
-// A request that continues a Replacing pair (Continuing) takes its token
-// first come, first served: it waits instead of being deferred.
-func TestContinuingWaitsForItsToken(t *testing.T) {
-	b, clk := newFake(t, 10, 1)
-	b.Accept()
-	done := waitDone(func() error { return b.Wait(Continuing(Replacing(context.Background()))) })
-	waiters(t, clk, 1)
-	clk.Step(100 * time.Millisecond)
-	if err := <-done; err != nil {
-		t.Fatalf("the continuing request: %v", err)
+	gotN, gotRetry := b.Free(want)
+	// Float arithmetic on the bucket's level: within a microsecond.
+	if gotN != n || (gotRetry-retry).Abs() > time.Microsecond {
+		t.Fatalf("Free(%d) = %d, %s; want %d, %s", want, gotN, gotRetry, n, retry)
 	}
 }

@@ -3,12 +3,12 @@
 // one seam for timing:
 //
 //   - the request budget (Bucket): one token bucket for all of the
-//     controller's clients, where pod work takes tokens first come, first
-//     served, a rolling update's own requests (Replacing) take only a token
-//     free now and are otherwise deferred (DeferredError) so pod work for
-//     nodes without a pod goes first, and bookkeeping (Normal events,
-//     status writes that only move counts) takes only tokens the pod work
-//     leaves;
+//     controller's clients. Pod work takes tokens first come, first served;
+//     a rolling update's own requests go only as many at a time as there
+//     are free tokens (Free), so pod work for nodes without a pod goes
+//     first, and the rest wait for a batch of them (FreeBatch); bookkeeping
+//     (Normal events, status writes that only move counts) takes only
+//     tokens the pod work leaves;
 //   - slow start (Pacer.Batches): creates go out in batches of 1, 2, 4, ...,
 //     as upstream's, but a set whose creates keep succeeding starts its next
 //     sync where the last left off, until it comes to rest;

@@ -154,3 +154,6 @@ func (b *fakeBudget) WaitSpare(_ context.Context, maxDelay time.Duration) error 
 	b.maxDelays = append(b.maxDelays, maxDelay)
 	return b.err
 }
+
+// Free grants everything: events take no part in it.
+func (b *fakeBudget) Free(want int) (int, time.Duration) { return want, 0 }

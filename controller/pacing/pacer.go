@@ -18,6 +18,9 @@ type Budget interface {
 	// WaitSpare takes a spare token, waiting at most maxDelay for one
 	// before it queues as Wait does.
 	WaitSpare(ctx context.Context, maxDelay time.Duration) error
+	// Free says how many of want requests can go now without delaying any
+	// that waits for a token, and if fewer, when to ask again.
+	Free(want int) (n int, retry time.Duration)
 }
 
 const (
@@ -61,6 +64,9 @@ type Set struct {
 	// awaitingReady is set while the set's rollout has done all its
 	// budget lets it and waits for a pod to turn ready (AwaitReady).
 	awaitingReady bool
+	// boundUntil is when the set's rollout, short of free tokens at its
+	// last step, asks the budget again (BudgetBound).
+	boundUntil time.Time
 }
 
 // Pacer paces one controller's requests. Build it with NewPacer.
@@ -107,9 +113,8 @@ func (p *Pacer) SlowStart(s *Set) int {
 // Synced records how long s's snapshot took to build.
 func (p *Pacer) Synced(s *Set, cost time.Duration) { s.syncCost = cost }
 
-// PodEventDelay is how long a pod event of s waits before it syncs the set;
-// turnedReady says the event shows a pod (or its containers) turning
-// ready. Node and set events, the pod event that completes what a sync
+// PodEventDelay is how long a pod event of s waits before it syncs the
+// set. Node and set events, the pod event that completes what a sync
 // waits for, and a pod turning ready while the set's rollout waits for
 // one (AwaitReady) are never delayed: they are what a rollout or a
 // joining node waits on. The last matters most with the default
@@ -118,11 +123,57 @@ func (p *Pacer) Synced(s *Set, cost time.Duration) { s.syncCost = cost }
 // 5,000 times. Upstream syncs at once on every pod event; here only these
 // events do, and the work queue folds those that come while a sync runs
 // into the next one.
-func (p *Pacer) PodEventDelay(s *Set, turnedReady bool) time.Duration {
-	if turnedReady && s.awaitingReady {
+//
+// While the set's rollout waits for free tokens (BudgetBound), every pod
+// event waits for them too: what it would let the set do is a request, and
+// a sync sooner would find no token for it. The replacement of a deleted
+// pod is first-come work and could go, but it would be one request a sync:
+// at 1,000 nodes, QPS 50, a rolling update synced 47 times a second, its
+// controller CPU 1.9 times upstream's. For the same reason, while pod work
+// has the budget (no spare token), the events that are delayed anyway wait
+// at least FreeBatch. Node and set events still sync at once: a node that
+// joins gets its pod without waiting for the rollout.
+func (p *Pacer) PodEventDelay(s *Set, ev PodEvent) time.Duration {
+	if wait := s.boundUntil.Sub(p.clock.Now()); wait > 0 {
+		return wait
+	}
+	if ev.Completed || (ev.TurnedReady && s.awaitingReady) {
 		return 0
 	}
-	return min(MaxPodEventDelay, PodEventDelayFactor*s.syncCost)
+	d := min(MaxPodEventDelay, PodEventDelayFactor*s.syncCost)
+	if p.budget != nil && !p.budget.Spare() {
+		d = max(d, FreeBatch)
+	}
+	return d
+}
+
+// PodEvent is what PodEventDelay needs to know of a pod event.
+type PodEvent struct {
+	// Completed: the event completed what the set's last sync waits for
+	// (its expectations).
+	Completed bool
+	// TurnedReady: the event shows a pod, or its containers, turning
+	// ready.
+	TurnedReady bool
+}
+
+// Free is the budget's Free: how many of want requests of a rolling
+// update's step go now, and if fewer, when to ask again. Without a budget
+// all go.
+func (p *Pacer) Free(want int) (n int, retry time.Duration) {
+	if p.budget == nil {
+		return want, 0
+	}
+	return p.budget.Free(want)
+}
+
+// BudgetBound records that s's rolling step asks the budget again after
+// retry (Free), or, for 0, that it sent everything it planned.
+func (p *Pacer) BudgetBound(s *Set, retry time.Duration) {
+	s.boundUntil = time.Time{}
+	if retry > 0 {
+		s.boundUntil = p.clock.Now().Add(retry)
+	}
 }
 
 // AwaitReady records what s's rollout did at its last step: waits is true

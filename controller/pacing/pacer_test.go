@@ -83,35 +83,77 @@ func TestSlowStartCarriesOverSyncs(t *testing.T) {
 }
 
 func TestPodEventDelay(t *testing.T) {
-	p := NewPacer(nil, testingclock.NewFakePassiveClock(time.Unix(0, 0)))
+	other, ready, completed := PodEvent{}, PodEvent{TurnedReady: true}, PodEvent{Completed: true}
+	clk := testingclock.NewFakePassiveClock(time.Unix(0, 0))
+	p := NewPacer(nil, clk)
 	var s Set
-	if d := p.PodEventDelay(&s, false); d != 0 {
+	if d := p.PodEventDelay(&s, other); d != 0 {
 		t.Errorf("never synced: delay %v, want 0", d)
 	}
 	p.Synced(&s, 5*time.Millisecond)
-	if d := p.PodEventDelay(&s, false); d != 100*time.Millisecond {
+	if d := p.PodEventDelay(&s, other); d != 100*time.Millisecond {
 		t.Errorf("5 ms snapshot: delay %v, want 100ms", d)
 	}
 	p.Synced(&s, time.Second)
-	if d := p.PodEventDelay(&s, false); d != MaxPodEventDelay {
+	if d := p.PodEventDelay(&s, other); d != MaxPodEventDelay {
 		t.Errorf("1 s snapshot: delay %v, want the cap %v", d, MaxPodEventDelay)
 	}
 
 	// A pod turning ready is delayed like any other event, unless the
 	// set's rollout waits for one.
-	if d := p.PodEventDelay(&s, true); d != MaxPodEventDelay {
+	if d := p.PodEventDelay(&s, ready); d != MaxPodEventDelay {
 		t.Errorf("turned ready, no rollout waiting: delay %v, want %v", d, MaxPodEventDelay)
 	}
 	p.AwaitReady(&s, true)
-	if d := p.PodEventDelay(&s, true); d != 0 {
+	if d := p.PodEventDelay(&s, ready); d != 0 {
 		t.Errorf("turned ready, the rollout waiting: delay %v, want 0", d)
 	}
-	if d := p.PodEventDelay(&s, false); d != MaxPodEventDelay {
+	if d := p.PodEventDelay(&s, other); d != MaxPodEventDelay {
 		t.Errorf("another event, the rollout waiting: delay %v, want %v", d, MaxPodEventDelay)
 	}
 	p.AwaitReady(&s, false)
-	if d := p.PodEventDelay(&s, true); d != MaxPodEventDelay {
+	if d := p.PodEventDelay(&s, ready); d != MaxPodEventDelay {
 		t.Errorf("turned ready after the rollout stopped waiting: delay %v, want %v", d, MaxPodEventDelay)
+	}
+	if d := p.PodEventDelay(&s, completed); d != 0 {
+		t.Errorf("completed the expectations: delay %v, want 0", d)
+	}
+
+	// While the rollout waits for free tokens, every pod event waits for
+	// them too, even one that would sync the set at once.
+	p.AwaitReady(&s, true)
+	p.BudgetBound(&s, 60*time.Millisecond)
+	clk.SetTime(clk.Now().Add(20 * time.Millisecond))
+	for name, ev := range map[string]PodEvent{"other": other, "turned ready": ready, "completed": completed} {
+		if d := p.PodEventDelay(&s, ev); d != 40*time.Millisecond {
+			t.Errorf("%s, tokens due in 40ms: delay %v, want 40ms", name, d)
+		}
+	}
+	clk.SetTime(clk.Now().Add(40 * time.Millisecond))
+	if d := p.PodEventDelay(&s, completed); d != 0 {
+		t.Errorf("completed, the tokens due now: delay %v, want 0", d)
+	}
+	p.BudgetBound(&s, 60*time.Millisecond)
+	p.BudgetBound(&s, 0)
+	if d := p.PodEventDelay(&s, completed); d != 0 {
+		t.Errorf("completed, the step sent all it planned: delay %v, want 0", d)
+	}
+
+	// While pod work has the budget, a delayed event waits at least
+	// FreeBatch; one that syncs at once still does.
+	b := &fakeBudget{}
+	p = NewPacer(b, clk)
+	s = Set{}
+	p.Synced(&s, time.Millisecond)
+	if d := p.PodEventDelay(&s, other); d != FreeBatch {
+		t.Errorf("no spare token, 1 ms snapshot: delay %v, want %v", d, FreeBatch)
+	}
+	if d := p.PodEventDelay(&s, completed); d != 0 {
+		t.Errorf("no spare token, completed: delay %v, want 0", d)
+	}
+	b.spare = true
+	if d := p.PodEventDelay(&s, other); d != 20*time.Millisecond {
+		t.Errorf("a spare token, 1 ms snapshot: delay %v, want 20ms", d)
 	}
 }
 
