@@ -64,14 +64,16 @@ func newBucket(qps float32, burst int, clk clock.Clock) (*Bucket, error) {
 }
 
 // FreeBatch is the refill a rolling update's step waits for when the
-// budget has fewer free tokens than it wants (Free): a tenth of a second's.
+// budget has fewer free tokens than it wants (Free): a quarter second's.
 // Asking again at every token would send its requests one or two at a
 // time, each after a full pass over the set; at 1,000 nodes and QPS 50
-// that was 47 passes a second, and twice upstream's controller CPU. Tokens
-// that accrue meanwhile are not lost (up to the burst), so the rollout
-// goes no slower. While pod work has the budget, pod events wait as long
-// (Pacer.PodEventDelay), for the same reason.
-const FreeBatch = 100 * time.Millisecond
+// that was 47 passes a second, and twice upstream's controller CPU. With
+// a tenth of a second, 17 a second and 1.37 times upstream's CPU; with a
+// quarter, 8 and 0.97 (bench/RESULTS.md). Tokens that accrue meanwhile are
+// not lost (up to the burst), so the rollout goes no slower. While pod
+// work has the budget, pod events wait as long (Pacer.PodEventDelay), for
+// the same reason.
+const FreeBatch = 250 * time.Millisecond
 
 // Free reports how many of want requests can go now on free tokens: tokens
 // no request waiting for one has been promised (first-come requests

@@ -218,43 +218,48 @@ func waiters(t *testing.T, clk *testingclock.FakeClock, n int) {
 }
 
 // Free counts only tokens no waiting request has been promised, takes
-// none, and when short says when a batch of them (a tenth of a second's
-// refill, even if fewer are still wanted) will be free once its own are
+// none, and when short says when a batch of them (FreeBatch's refill,
+// even if fewer are still wanted) will be free once its own are
 // taken. Alone, a rolling update goes at the full rate.
 func TestFreeCountsOnlyUnpromisedTokens(t *testing.T) {
-	b, clk := newFake(t, 50, 100) // a token every 20 ms; a batch is 5
+	b, clk := newFake(t, 50, 100) // a token every 20 ms; a batch is 12
 	for range 97 {
 		b.Accept()
 	}
-	// 3 free: 3 go, the next 5 are 100 ms away once those are taken.
-	wantFree(t, b, 10, 3, 100*time.Millisecond)
+	// 3 free: 3 go, the next 12 are 240 ms away once those are taken.
+	wantFree(t, b, 10, 3, 240*time.Millisecond)
 	wantFree(t, b, 3, 3, 0) // nothing taken: still 3
-	wantFree(t, b, 4, 3, 100*time.Millisecond)
+	wantFree(t, b, 4, 3, 240*time.Millisecond)
 	for range 3 {
 		b.Accept()
 	}
 	// A request for a node without a pod waits for the next token: the
-	// five after it are free 120 ms from now.
+	// twelve after it are free 260 ms from now.
 	done := waitDone(func() error { return b.Wait(context.Background()) })
 	waiters(t, clk, 1)
-	wantFree(t, b, 10, 0, 120*time.Millisecond)
+	wantFree(t, b, 10, 0, 260*time.Millisecond)
 	clk.Step(20 * time.Millisecond)
 	if err := <-done; err != nil {
 		t.Fatalf("the request for a node without a pod: %v", err)
 	}
-	wantFree(t, b, 10, 0, 100*time.Millisecond)
+	wantFree(t, b, 10, 0, 240*time.Millisecond)
 	clk.Step(100 * time.Millisecond)
-	wantFree(t, b, 10, 5, 100*time.Millisecond)
+	wantFree(t, b, 10, 5, 240*time.Millisecond)
 
 	// The bucket refilled: everything it holds is free.
 	clk.Step(10 * time.Second)
-	wantFree(t, b, 250, 100, 100*time.Millisecond)
+	wantFree(t, b, 250, 100, 240*time.Millisecond)
 	wantFree(t, b, 0, 0, 0)
 
 	// A batch is at least one token, at most the burst.
 	slow, _ := newFake(t, 2, 1)
 	slow.Accept()
 	wantFree(t, slow, 3, 0, 500*time.Millisecond)
+	fast, _ := newFake(t, 1000, 10)
+	for range 10 {
+		fast.Accept()
+	}
+	wantFree(t, fast, 50, 0, 10*time.Millisecond)
 }
 
 func wantFree(t *testing.T, b *Bucket, want, n int, retry time.Duration) {
