@@ -271,9 +271,10 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *setView, old []*appsv
 	// send; and behind every request for a node without a pod, of any set:
 	// only as many as the budget has free tokens now go, deletes first,
 	// the rest when a batch of tokens is free again.
-	toDelete, toUpdate, toCreate = toDelete[:min(len(toDelete), c.burstReplicas)],
-		toUpdate[:min(len(toUpdate), c.burstReplicas)], toCreate[:min(len(toCreate), c.burstReplicas)]
-	free, retry := c.state.freeRequests(len(toDelete) + len(toUpdate) + len(toCreate))
+	toDelete, _ = upTo(toDelete, c.burstReplicas)
+	toUpdate, _ = upTo(toUpdate, c.burstReplicas)
+	toCreate, _ = upTo(toCreate, c.burstReplicas)
+	free, retry := c.pacer.Free(len(toDelete) + len(toUpdate) + len(toCreate))
 	toDelete, free = upTo(toDelete, free)
 	toUpdate, free = upTo(toUpdate, free)
 	toCreate, _ = upTo(toCreate, free)

@@ -219,12 +219,6 @@ func (s *setStates) budgetBound(key cache.ObjectName, retry time.Duration) {
 	s.with(key, func(st *setState) { s.pacer.BudgetBound(&st.pace, retry) })
 }
 
-// freeRequests is how many of want requests of a rolling step may go now,
-// and if fewer, when to ask again (pacing.Pacer.Free).
-func (s *setStates) freeRequests(want int) (n int, retry time.Duration) {
-	return s.pacer.Free(want)
-}
-
 // awaitReady records whether the set's rollout waits for a pod to turn
 // ready (pacing.Pacer.AwaitReady).
 func (s *setStates) awaitReady(key cache.ObjectName, waits bool) {
