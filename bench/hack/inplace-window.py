@@ -6,11 +6,17 @@ update's window in UTC (RFC 3339), from the bench's "rolling update of the
 image" and "update N s" lines.
 
 Per pod: everynode's image patch, then kwok's two status writes after it
-(the container stopped, then running the new image). Prints how long each
-step took, how many pods were patched but not running again over time (at
-maxUnavailable the budget bounds the update, below it the client QPS or the
-controller), and how soon after a pod ran again everynode sent its next
-patch (the controller's own share of each wave)."""
+(kubelet-step, e2e/kwok: the container waiting with the new image, then
+running and ready). Prints how long each step took, how many pods were
+patched but not running again over time (at maxUnavailable the budget
+bounds the update, below it the client QPS or the controller), and how
+soon after a pod ran again everynode sent its next patch: the controller's
+own share of each wave while the budget bounds the update.
+
+For the ungated variant only: with the gate, everynode's gate writes and
+kwok's Ready flip (kubelet-gates) come between, and "running" is not yet
+available. The helpers ts and q are join-trace.py's, not shared: that
+script parses timestamps to datetimes, this one to seconds."""
 import bisect
 import json
 import sys

@@ -356,8 +356,9 @@ YAML
   restart_component kube-scheduler 0
   local port
   port="$(tr '\0' '\n' <"/proc/$(cat "$dir/pids/kube-scheduler.pid")/cmdline" | sed -n 's/^--secure-port=//p')"
-  # 120 s: once, under make check's load, the seventh restart in three
-  # minutes took just over 60 s to turn ready. On a timeout the log says why.
+  # 120 s: once, under make check's load, a restarted kube-scheduler was
+  # not ready after 60 s (the cause is not known). On a timeout its log
+  # may say why.
   wait_for "kube-scheduler /readyz" 120 curl -fsSk "https://127.0.0.1:$port/readyz" || {
     echo "kube-scheduler's log, last 40 lines:" >&2
     tail -40 "$dir/logs/kube-scheduler.log" >&2
