@@ -104,19 +104,18 @@ func gone(err error) bool {
 // but no longer selects. Each adoption is expected like a creation on the
 // pod's node, so the sync that adopted (and those after it) do not act on
 // that node before the informer shows the pod as the set's: it would make
-// a second pod there. changed reports whether any request was sent.
-func (c *Controller) claimPods(ctx context.Context, ds *everynodev1alpha1.DaemonSet, adopt *adoption) (changed bool, err error) {
-	sel, err := setSelector(ds)
-	if err != nil {
-		return false, err
-	}
+// a second pod there. changed reports whether any request was sent. memo
+// holds the set's selector and whether it matches each pod.
+func (c *Controller) claimPods(ctx context.Context, ds *everynodev1alpha1.DaemonSet, memo *podMemo, adopt *adoption) (changed bool, err error) {
+	sel := memo.sel
 	owned, err := c.podsOfSet(ds)
 	if err != nil {
 		return false, err
 	}
 	var errs []error
-	for _, pod := range owned {
-		if pod.DeletionTimestamp != nil || sel.Matches(labels.Set(pod.Labels)) {
+	for j, f := range memo.facts(owned) {
+		pod := owned[j]
+		if f.deleting || f.selected {
 			continue
 		}
 		changed = true

@@ -110,7 +110,7 @@ func planGateOpenings(v *setView, holds func(*nodeState) bool) []*daemonPod {
 		st := &v.nodes[i]
 		for j := range st.pods {
 			p := &st.pods[j]
-			if !p.gated || p.gateOpen() || p.DeletionTimestamp != nil || (p.inPlace != nil && !p.inPlaceDone) {
+			if !p.gated || p.gateOpen() || p.deleting || (p.inPlace != nil && !p.inPlaceDone) {
 				continue
 			}
 			if p.updated(v.hash) || holds(st) {

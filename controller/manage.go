@@ -46,10 +46,10 @@ func planNode(st *nodeState, hash string, surge bool, minReadySeconds int32, now
 		for i := range st.pods {
 			pod := &st.pods[i]
 			switch {
-			case pod.DeletionTimestamp != nil:
-			case pod.Status.Phase == corev1.PodFailed:
+			case pod.deleting:
+			case pod.phase == corev1.PodFailed:
 				p.failed = append(p.failed, pod.Pod)
-			case pod.Status.Phase == corev1.PodSucceeded:
+			case pod.phase == corev1.PodSucceeded:
 				p.succeeded = append(p.succeeded, pod.Pod)
 			default:
 				running = append(running, pod)
@@ -93,7 +93,7 @@ func planNode(st *nodeState, hash string, surge bool, minReadySeconds int32, now
 		}
 	case exists:
 		for i := range st.pods {
-			if st.pods[i].DeletionTimestamp == nil {
+			if !st.pods[i].deleting {
 				p.delete = append(p.delete, st.pods[i].Pod)
 			}
 		}

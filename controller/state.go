@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -23,6 +24,8 @@ type setState struct {
 	// in canonical form: data is immutable, so each is checked once, not
 	// decoded and encoded again on every sync.
 	canonical map[types.UID]struct{}
+	// pods is the memo of the set's pods' facts (podmemo.go).
+	pods *podMemo
 	// unmarked is the migration's marking (migrate.go): done once per
 	// set and term, then the pods marked that the cache has yet to show.
 	unmarked struct {
@@ -237,4 +240,14 @@ func (s *setStates) canonicalRevisions(key cache.ObjectName) (uids map[types.UID
 // revisions gone since are dropped with the old map.
 func (s *setStates) setCanonicalRevisions(key cache.ObjectName, uids map[types.UID]struct{}) {
 	s.with(key, func(st *setState) { st.canonical = uids })
+}
+
+// podMemo returns the set's memo of pod facts for sel, made on first use
+// or anew when the selector changed. Only the set's sync may use it.
+func (s *setStates) podMemo(key cache.ObjectName, sel labels.Selector) (m *podMemo) {
+	s.with(key, func(st *setState) {
+		st.pods = st.pods.forSelector(sel)
+		m = st.pods
+	})
+	return m
 }

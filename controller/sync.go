@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement/revision"
 )
 
@@ -73,7 +74,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	// Adopted pods are expected like creations on their nodes, so claim
 	// before the expectations are read.
-	if _, err := c.claimPods(ctx, ds, adopt); err != nil {
+	sel, err := setSelector(ds)
+	if err != nil {
+		return err
+	}
+	memo := c.state.podMemo(key, sel)
+	if _, err := c.claimPods(ctx, ds, memo, adopt); err != nil {
 		return fmt.Errorf("claim pods of DaemonSet %s: %w", key, err)
 	}
 	// Expectations first, pods second, as upstream: the informer indexes a
@@ -82,11 +88,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	// way round, a creation observed in between would leave its pod out of
 	// the view and the sync would create a second pod on that node.
 	satisfied := c.state.satisfied(key)
-	pods, err := c.podsOfSet(ds)
+	v, err := c.readView(ds, nodes, memo, hash)
 	if err != nil {
 		return err
 	}
-	v := buildView(ds, nodes, pods, hash, c.clock.Now())
 	revisions := revisionNumbers(cur, old)
 	v.verdict = judge(v, revisions)
 	c.state.synced(key, c.clock.Since(start))
@@ -112,7 +117,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// roll that out. Nothing else to do on this one.
 		return c.rollBack(ctx, v, old)
 	}
-	err = c.reconcile(ctx, v, key, nodes, old)
+	err = c.reconcile(ctx, v, key, nodes, memo, old)
 	statusErr := c.updateStatus(ctx, v, revisions, true)
 	if err != nil && statusErr != nil {
 		logger.Error(statusErr, "Failed to update status")
@@ -122,7 +127,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 
 // reconcile runs the manage step, then the rolling update, then the
 // revision cleanup.
-func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.ObjectName, nodes []*corev1.Node, old []*appsv1.ControllerRevision) error {
+func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.ObjectName, nodes []*corev1.Node, memo *podMemo, old []*appsv1.ControllerRevision) error {
 	acted, err := c.manage(ctx, v)
 	if err != nil {
 		return err
@@ -135,12 +140,12 @@ func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.Object
 	roll := v.strategy.RollingUpdate()
 	if roll && acted {
 		if roll = c.state.satisfied(key); roll {
-			pods, err := c.podsOfSet(v.ds)
+			verdict := v.verdict
+			fresh, err := c.readView(v.ds, nodes, memo, v.hash)
 			if err != nil {
 				return err
 			}
-			verdict := v.verdict
-			v = buildView(v.ds, nodes, pods, v.hash, c.clock.Now())
+			v = fresh
 			v.verdict = verdict
 		}
 	}
@@ -156,4 +161,14 @@ func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.Object
 		return fmt.Errorf("clean up revisions: %w", err)
 	}
 	return nil
+}
+
+// readView reads the set's pods from the cache and builds the view on
+// their facts, derived once per pod object (podMemo).
+func (c *Controller) readView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, memo *podMemo, hash string) (*setView, error) {
+	pods, err := c.podsOfSet(ds)
+	if err != nil {
+		return nil, err
+	}
+	return viewOf(ds, nodes, pods, memo.facts(pods), hash, c.clock.Now()), nil
 }

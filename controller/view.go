@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement"
@@ -23,6 +24,11 @@ type daemonPod struct {
 	*corev1.Pod
 	// hash is the pod's controller-revision-hash label.
 	hash string
+	// deleting and phase copy the pod's deletion timestamp being set and
+	// its phase: every sync asks both of every pod, and reading them here
+	// spares a read of the pod (podMemo).
+	deleting bool
+	phase    corev1.PodPhase
 	// readyCond is the pod's Ready condition, nil if it has none.
 	readyCond *corev1.PodCondition
 	// gated is whether the pod has the in-place readiness gate, and
@@ -39,7 +45,7 @@ type daemonPod struct {
 }
 
 func newDaemonPod(pod *corev1.Pod) daemonPod {
-	p := daemonPod{Pod: pod, hash: placement.RevisionHash(pod), readyCond: placement.ReadyCondition(pod)}
+	p := daemonPod{Pod: pod, hash: placement.RevisionHash(pod), deleting: pod.DeletionTimestamp != nil, phase: pod.Status.Phase, readyCond: placement.ReadyCondition(pod)}
 	if placement.HasInPlaceGate(pod) {
 		p.gated, p.gateCond = true, placement.InPlaceGateCondition(pod)
 	}
@@ -138,6 +144,11 @@ type setView struct {
 // grouped by a counting sort into one slice, so a sync allocates the same
 // few slices at any size instead of one per node.
 func buildView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, hash string, now time.Time) *setView {
+	return viewOf(ds, nodes, pods, (*podMemo)(nil).forSelector(labels.Everything()).facts(pods), hash, now)
+}
+
+// viewOf is buildView on facts already derived: facts[j] are pods[j]'s.
+func viewOf(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, facts []*podFacts, hash string, now time.Time) *setView {
 	v := &setView{ds: ds, strategy: placement.UpdateStrategy(ds), hash: hash, now: now, allPods: pods, nodes: make([]nodeState, len(nodes), len(nodes)+1)}
 	elig := placement.NewEligibility(ds)
 	byName := make(map[string]int32, len(nodes))
@@ -151,20 +162,19 @@ func buildView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*co
 	const skip, gone, none = -1, -2, -3
 	at := make([]int32, len(pods))
 	var goneNames []string
-	for j, pod := range pods {
+	for j, f := range facts {
 		at[j] = skip
-		if pod.DeletionTimestamp != nil && (pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded) {
+		if f.done {
 			continue
 		}
-		target, ok := placement.TargetNode(pod)
-		switch i, known := byName[target]; {
-		case !ok:
+		switch i, known := byName[f.target]; {
+		case !f.hasTarget:
 			at[j] = none
 		case known:
 			at[j] = i
 		default:
 			at[j] = gone
-			goneNames = append(goneNames, target)
+			goneNames = append(goneNames, f.target)
 		}
 	}
 	if len(goneNames) > 0 {
@@ -177,8 +187,7 @@ func buildView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*co
 		}
 		for j := range at {
 			if at[j] == gone {
-				target, _ := placement.TargetNode(pods[j])
-				at[j] = byName[target]
+				at[j] = byName[facts[j].target]
 			}
 		}
 	}
@@ -200,7 +209,7 @@ func buildView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*co
 	v.pods = make([]daemonPod, start[len(start)-1])
 	for j, i := range at {
 		if i >= 0 {
-			v.pods[start[i]] = newDaemonPod(pods[j])
+			v.pods[start[i]] = facts[j].daemonPod
 			if v.pods[start[i]].gated {
 				v.gated++
 			}
@@ -245,7 +254,7 @@ func sortPodsOldestFirst(pods []daemonPod) {
 func splitByRevision(pods []daemonPod, hash string) (newPod, oldPod *daemonPod, ok bool) {
 	for i := range pods {
 		pod := &pods[i]
-		if pod.DeletionTimestamp != nil {
+		if pod.deleting {
 			continue
 		}
 		if pod.updated(hash) {

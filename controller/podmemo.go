@@ -1,0 +1,103 @@
+package controller
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"everynode.io/everynode/placement"
+)
+
+// podFacts is what a sync derives from one pod of its set: the daemonPod,
+// the node it targets, and whether the set's selector still selects it.
+type podFacts struct {
+	daemonPod
+	target    string
+	hasTarget bool
+	// done: finished and being deleted; the kubelet or pod GC is done
+	// with it, so is the view (nodeState.pods).
+	done bool
+	// selected: the set's selector matches the pod's labels (claimPods).
+	selected bool
+	// seen is the memo pass that last asked for the pod.
+	seen uint32
+}
+
+// podMemo keeps each pod's facts from one sync of a set to the next.
+//
+// Every sync reads every pod of the set, and at 5,000 nodes deriving the
+// facts afresh was most of a sync's cost: a profile of a rolling update
+// found 1,223 syncs of about 18 ms of CPU, of which the revision-hash label
+// lookup alone took a fifth and the selector match another sixth. Both
+// are map lookups on 5,000 objects spread over the heap, so each is a
+// cache miss, not a computation. A rolling step changes a few pods at a
+// time; the rest are the same objects as last sync.
+//
+// The memo is keyed by the informer's object, not its name: the informer
+// never changes an object it has handed out (an update stores a new one),
+// so facts derived from a pointer hold as long as the pointer does, and a
+// lookup never reads the pod itself. Only the selector comes from the set:
+// the memo starts afresh if it changes.
+//
+// One sync of the set uses it at a time (the work queue never runs two for
+// one key), so it has no lock.
+type podMemo struct {
+	sel      labels.Selector
+	selector string // sel.String()
+	byPod    map[*corev1.Pod]*podFacts
+	pass     uint32
+}
+
+// forSelector returns the memo to use with sel: m, or a new memo if m is
+// nil or was made for another selector.
+func (m *podMemo) forSelector(sel labels.Selector) *podMemo {
+	s := sel.String()
+	if m != nil && m.selector == s {
+		return m
+	}
+	return &podMemo{sel: sel, selector: s, byPod: make(map[*corev1.Pod]*podFacts)}
+}
+
+// facts returns the facts of pods, in their order, as one pass.
+func (m *podMemo) facts(pods []*corev1.Pod) []*podFacts {
+	m.pass++
+	out := make([]*podFacts, len(pods))
+	for j, pod := range pods {
+		out[j] = m.of(pod)
+	}
+	m.sweep(len(pods))
+	return out
+}
+
+// of returns the pod's facts, derived once per object.
+func (m *podMemo) of(pod *corev1.Pod) *podFacts {
+	f := m.byPod[pod]
+	if f == nil {
+		f = derivePodFacts(pod, m.sel)
+		m.byPod[pod] = f
+	}
+	f.seen = m.pass
+	return f
+}
+
+// sweep forgets the objects the last pass did not ask for (pods deleted, or
+// replaced by a newer version), once they are a quarter of the memo: a
+// sweep reads the whole memo, so it is paid for by the passes that did
+// not sweep.
+func (m *podMemo) sweep(asked int) {
+	if len(m.byPod) <= asked+asked/4+16 {
+		return
+	}
+	for pod, f := range m.byPod {
+		if f.seen != m.pass {
+			delete(m.byPod, pod)
+		}
+	}
+}
+
+func derivePodFacts(pod *corev1.Pod, sel labels.Selector) *podFacts {
+	f := &podFacts{daemonPod: newDaemonPod(pod)}
+	f.target, f.hasTarget = placement.TargetNode(pod)
+	f.done = f.deleting && (f.phase == corev1.PodFailed || f.phase == corev1.PodSucceeded)
+	f.selected = sel.Matches(labels.Set(pod.Labels))
+	return f
+}
