@@ -274,7 +274,8 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *setView, old []*appsv
 	toDelete, _ = upTo(toDelete, c.burstReplicas)
 	toUpdate, _ = upTo(toUpdate, c.burstReplicas)
 	toCreate, _ = upTo(toCreate, c.burstReplicas)
-	free, retry := c.pacer.Free(len(toDelete) + len(toUpdate) + len(toCreate))
+	key := cache.MetaObjectToName(v.ds)
+	free, retry := c.state.free(key, len(toDelete)+len(toUpdate)+len(toCreate))
 	toDelete, free = upTo(toDelete, free)
 	toUpdate, free = upTo(toUpdate, free)
 	toCreate, _ = upTo(toCreate, free)
@@ -283,7 +284,6 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *setView, old []*appsv
 			"maxSurge", maxSurge, "maxUnavailable", maxUnavailable, "delete", len(toDelete), "create", len(toCreate), "inPlace", len(toUpdate), "waitForTokens", retry)
 	}
 	err = errors.Join(c.updateInPlace(ctx, v, toUpdate), c.syncNodes(ctx, v.ds, toDelete, toCreate, v.hash))
-	key := cache.MetaObjectToName(v.ds)
 	c.state.budgetBound(key, retry)
 	// Everything planned went out and the limits hold the rest back: the
 	// next step waits for a pod to turn ready, so that event syncs at once.

@@ -215,6 +215,13 @@ func (s *setStates) podEventDelay(key cache.ObjectName, completed, turnedReady b
 	return d
 }
 
+// free is how many of want requests of the set's rolling step go now, and
+// if fewer, when to ask again (pacing.Pacer.Free).
+func (s *setStates) free(key cache.ObjectName, want int) (n int, retry time.Duration) {
+	s.with(key, func(st *setState) { n, retry = s.pacer.Free(&st.pace, want) })
+	return n, retry
+}
+
 // budgetBound records when the set's rolling step asks the budget for
 // free tokens again, 0 when it sent all it planned
 // (pacing.Pacer.BudgetBound).

@@ -71,7 +71,8 @@ func newBucket(qps float32, burst int, clk clock.Clock) (*Bucket, error) {
 // a tenth of a second, 17 a second and 1.37 times upstream's CPU; with a
 // quarter, 8 and 0.97 (one round each; bench/RESULTS.md). At 5,000 nodes
 // the same 6–8 syncs a second each read five times the pods: 1.58 times
-// upstream's CPU over a 3-round run. Tokens that accrue meanwhile are not
+// upstream's CPU over a 3-round run, so a set whose syncs cost more waits
+// for a longer batch (Pacer.Free). Tokens that accrue meanwhile are not
 // lost (up to the burst), so the rollout goes no slower. While pod work
 // has the budget, pod events wait as long (Pacer.PodEventDelay), for the
 // same reason.
@@ -92,11 +93,11 @@ const FreeBatch = 250 * time.Millisecond
 // With nothing else waiting, a rollout's requests go at the full rate.
 //
 // When fewer than want are free, retry is when the bucket will have a
-// batch of free tokens again, once the n are taken: FreeBatch's refill, at
-// least one token, at most the burst. Not fewer when the step wants fewer:
-// waiting for them loses nothing, and asking again for each one would
-// cost a pass over the set per token.
-func (b *Bucket) Free(want int) (n int, retry time.Duration) {
+// batch of free tokens again, once the n are taken: batch's refill (at
+// least FreeBatch's; Pacer.Free), at least one token, at most the burst.
+// Not fewer when the step wants fewer: waiting for them loses nothing, and
+// asking again for each one would cost a pass over the set per token.
+func (b *Bucket) Free(want int, batch time.Duration) (n int, retry time.Duration) {
 	if want <= 0 {
 		return 0, 0
 	}
@@ -105,8 +106,8 @@ func (b *Bucket) Free(want int) (n int, retry time.Duration) {
 	if n == want {
 		return n, 0
 	}
-	batch := min(max(1, int(float64(b.qps)*FreeBatch.Seconds())), int(b.burst))
-	short := float64(batch) - (level - float64(n))
+	tokens := min(max(1, int(float64(b.qps)*max(batch, FreeBatch).Seconds())), int(b.burst))
+	short := float64(tokens) - (level - float64(n))
 	return n, time.Duration(short / float64(b.qps) * float64(time.Second))
 }
 

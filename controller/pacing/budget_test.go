@@ -262,9 +262,26 @@ func TestFreeCountsOnlyUnpromisedTokens(t *testing.T) {
 	wantFree(t, fast, 50, 0, 10*time.Millisecond)
 }
 
+// A longer batch is a longer refill to wait for, but never more than the
+// burst holds (tokens past it would be lost), nor less than FreeBatch's.
+func TestFreeWaitsForTheBatchItIsGiven(t *testing.T) {
+	b, _ := newFake(t, 50, 100)
+	for range 100 {
+		b.Accept()
+	}
+	wantFreeBatch(t, b, 10, 500*time.Millisecond, 0, 500*time.Millisecond)
+	wantFreeBatch(t, b, 10, 10*time.Second, 0, 2*time.Second) // the burst: 100 tokens
+	wantFreeBatch(t, b, 10, time.Millisecond, 0, 240*time.Millisecond)
+}
+
 func wantFree(t *testing.T, b *Bucket, want, n int, retry time.Duration) {
 	t.Helper()
-	gotN, gotRetry := b.Free(want)
+	wantFreeBatch(t, b, want, FreeBatch, n, retry)
+}
+
+func wantFreeBatch(t *testing.T, b *Bucket, want int, batch time.Duration, n int, retry time.Duration) {
+	t.Helper()
+	gotN, gotRetry := b.Free(want, batch)
 	// Float arithmetic on the bucket's level: within a microsecond.
 	if gotN != n || (gotRetry-retry).Abs() > time.Microsecond {
 		t.Fatalf("Free(%d) = %d, %s; want %d, %s", want, gotN, gotRetry, n, retry)

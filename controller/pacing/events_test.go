@@ -140,6 +140,8 @@ type fakeBudget struct {
 	// are the WaitSpare arguments.
 	waits, spareWaits int
 	maxDelays         []time.Duration
+	// batches are the Free arguments.
+	batches []time.Duration
 }
 
 func (b *fakeBudget) Spare() bool { return b.spare }
@@ -155,5 +157,9 @@ func (b *fakeBudget) WaitSpare(_ context.Context, maxDelay time.Duration) error 
 	return b.err
 }
 
-// Free grants everything: events take no part in it.
-func (b *fakeBudget) Free(want int) (int, time.Duration) { return want, 0 }
+// Free grants everything (events take no part in it), and records the
+// batch it was asked to wait for.
+func (b *fakeBudget) Free(want int, batch time.Duration) (int, time.Duration) {
+	b.batches = append(b.batches, batch)
+	return want, 0
+}

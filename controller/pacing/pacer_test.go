@@ -183,3 +183,21 @@ func TestStatusWriteDelay(t *testing.T) {
 		t.Errorf("interval 0: delay %v, want 0", d)
 	}
 }
+
+// A rolling step short of tokens waits for FreeBatch's refill, or as long
+// as its pod events wait when the set's syncs cost more: each ask is a
+// full sync.
+func TestFreeBatchGrowsWithSyncCost(t *testing.T) {
+	clk := testingclock.NewFakePassiveClock(time.Unix(1000, 0))
+	b := &fakeBudget{}
+	p := NewPacer(b, clk)
+	var s Set
+	for _, cost := range []time.Duration{0, 5 * time.Millisecond, 18 * time.Millisecond, time.Second} {
+		p.Synced(&s, cost)
+		p.Free(&s, 1)
+	}
+	want := []time.Duration{FreeBatch, FreeBatch, 360 * time.Millisecond, MaxPodEventDelay}
+	if !slices.Equal(b.batches, want) {
+		t.Errorf("batches %v for snapshots of 0, 5 ms, 18 ms, 1 s; want %v", b.batches, want)
+	}
+}
