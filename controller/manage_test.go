@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement"
@@ -297,5 +298,34 @@ func TestWriteFenceFromNew(t *testing.T) {
 	}
 	if c := f.podCreates(); len(c) != 0 {
 		t.Errorf("%d pods created behind a closed fence", len(c))
+	}
+}
+
+// While a rolling update's deletes are yet to show, a node that joins gets
+// its pod from the very next sync, which does nothing else; a node whose
+// creation is pending gets no second pod, nor do the nodes whose pods are
+// being deleted (they still show).
+func TestBareNodeGetsItsPodWhileChangesArePending(t *testing.T) {
+	f := newFixture(t)
+	ds := outdatedSet(f, 4, "2")
+	key := cache.MetaObjectToName(ds)
+	f.mustSync(ds)
+	if got := len(f.podDeletes()); got != 2 {
+		t.Fatalf("%d deletes, want the 2 maxUnavailable allows", got)
+	}
+	if f.c.state.satisfied(key) {
+		t.Fatal("the deletes show already: nothing is pending")
+	}
+	f.add(newNode("node-new", nil))
+	f.mustSync(ds)
+	if got := f.createdNodes(); !reflect.DeepEqual(got, []string{"node-new"}) {
+		t.Errorf("created on %v while the deletes are pending, want node-new", got)
+	}
+	if got := f.podDeletes(); len(got) != 0 {
+		t.Errorf("deleted %v while earlier deletes are pending", got)
+	}
+	f.mustSync(ds)
+	if got := f.createdNodes(); len(got) != 0 {
+		t.Errorf("created on %v with node-new's creation pending", got)
 	}
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -125,6 +126,18 @@ func (s *setStates) deletionObserved(key cache.ObjectName, podKey string) (compl
 func (s *setStates) satisfied(key cache.ObjectName) (ok bool) {
 	s.with(key, func(st *setState) { ok = st.expected.satisfied(s.clock.Now()) })
 	return ok
+}
+
+// creating reports whether the set waits for no pod change, as
+// satisfied, and when it waits, the nodes it waits to see a pod created
+// for (a copy).
+func (s *setStates) creating(key cache.ObjectName) (ok bool, nodes map[string]struct{}) {
+	s.with(key, func(st *setState) {
+		if ok = st.expected.satisfied(s.clock.Now()); !ok {
+			nodes = maps.Clone(st.expected.creates)
+		}
+	})
+	return ok, nodes
 }
 
 // pending returns how many creations, deletions and in-place updates the

@@ -87,7 +87,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	// a satisfied check include every pod that satisfied it. Read the other
 	// way round, a creation observed in between would leave its pod out of
 	// the view and the sync would create a second pod on that node.
-	satisfied := c.state.satisfied(key)
+	satisfied, creating := c.state.creating(key)
 	v, err := c.readView(ds, nodes, memo, hash)
 	if err != nil {
 		return err
@@ -96,7 +96,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	v.verdict = judge(v, revisions)
 	c.state.synced(key, c.clock.Since(start))
 
-	if !satisfied && v.verdict.rollbackTo != nil {
+	rollingBack := v.verdict.rollbackTo != nil
+	if !satisfied && rollingBack {
 		// A rollback is a write of the set; it waits for a sync that acts.
 		v.verdict = &verdict{failing: v.verdict.failing, next: v.verdict.next}
 	}
@@ -109,7 +110,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// current generation was acted on.
 		creates, deletes, updates := c.state.pending(key)
 		logger.V(4).Info("Waiting for earlier pod changes to show", "creates", creates, "deletes", deletes, "updates", updates)
-		return c.updateStatus(ctx, v, revisions, false)
+		var err error
+		if !rollingBack {
+			err = c.createOnBareNodes(ctx, v, creating)
+		}
+		return errors.Join(err, c.updateStatus(ctx, v, revisions, false))
 	}
 
 	if v.verdict.rollbackTo != nil {
@@ -171,4 +176,41 @@ func (c *Controller) readView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.N
 		return nil, err
 	}
 	return viewOf(ds, nodes, pods, memo.facts(pods), hash, c.clock.Now()), nil
+}
+
+// createOnBareNodes creates the pods of the nodes that should run the set
+// and show none of its pods, and for which no creation is pending
+// (creating, read before the pods): what a sync that waits for earlier pod
+// changes can still do without doubling a pod.
+//
+// Upstream's sync does nothing while any change of the set is pending.
+// During a rolling update one nearly always is (its requests queue for
+// the client's tokens), so a node that joined, or whose pod was deleted
+// under it, waited for the rollout's requests to show before its pod was
+// even asked for. That is the wait kubernetes#121474 and #128442 describe:
+// a new node useless until its daemons run, behind a long rollout.
+//
+// It is safe because creations are expected per node (expectations.go):
+//   - a node's pending creation is in creating, read before the pods, so
+//     a creation observed in between shows in the pods;
+//   - a pending deletion's pod still shows on its node (being deleted, a
+//     node gets no new pod without surge, planNode), until it is gone;
+//     then the node needs its replacement, and this is it;
+//   - an adoption is expected like a creation.
+//
+// A rollback waits for a sync that acts: the pods it wants are another
+// revision's.
+func (c *Controller) createOnBareNodes(ctx context.Context, v *setView, creating map[string]struct{}) error {
+	var nodes []string
+	for i := range v.nodes {
+		st := &v.nodes[i]
+		if _, pending := creating[st.name]; st.decision.ShouldRun && len(st.pods) == 0 && !pending {
+			nodes = append(nodes, st.name)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	klog.FromContext(ctx).V(4).Info("Creating daemon pods on nodes without one while earlier changes show", "daemonset", klog.KObj(v.ds), "count", len(nodes))
+	return c.syncNodes(ctx, v.ds, nil, nodes, v.hash)
 }
