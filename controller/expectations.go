@@ -11,10 +11,12 @@ const expectationsTTL = 5 * time.Minute
 
 // expectations are the pod creations (by target node) and deletions (by pod
 // namespace/name) the controller has asked for on one set and not yet seen
-// through the pod informer. A set is synced only when nothing is pending;
-// until then its pods in the cache are known to be stale, and acting on
-// them would create a second pod on a node whose first one the informer
-// has not delivered yet.
+// through the pod informer. A set acts on its pods only when nothing is
+// pending; until then its pods in the cache are known to be stale, and
+// acting on them would create a second pod on a node whose first one the
+// informer has not delivered yet. The one exception needs no more than
+// the per-node count below: a node that shows no pod of the set and has
+// no creation pending gets its pod (createOnBareNodes).
 //
 // Upstream counts creations; counting per node instead means an event for
 // any other pod (a pod made by a previous leader, a late event of an earlier
