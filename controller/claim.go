@@ -100,34 +100,34 @@ func gone(err error) bool {
 	return apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsConflict(err)
 }
 
-// claimPods adopts the set's orphaned pods and releases those it controls
-// but no longer selects. Each adoption is expected like a creation on the
-// pod's node, so the sync that adopted (and those after it) do not act on
-// that node before the informer shows the pod as the set's: it would make
-// a second pod there. changed reports whether any request was sent. memo
-// holds the set's selector and whether it matches each pod.
-func (c *Controller) claimPods(ctx context.Context, ds *everynodev1alpha1.DaemonSet, memo *podMemo, adopt *adoption) (changed bool, err error) {
-	sel := memo.sel
-	owned, err := c.podsOfSet(ds)
-	if err != nil {
-		return false, err
-	}
+// releasePods releases the pods of the view the set controls but no
+// longer selects (the memo's selector match, podMemo). It works on the
+// sync's view, read once, rather than a read of its own: a release waits
+// for nothing, so it needs no read before the expectations.
+func (c *Controller) releasePods(ctx context.Context, v *setView) error {
 	var errs []error
-	for j, f := range memo.facts(owned) {
-		pod := owned[j]
-		if f.deleting || f.selected {
+	for _, pod := range v.pods {
+		if pod.deleting || pod.selected {
 			continue
 		}
-		changed = true
-		if err := c.patchPodOwner(ctx, ds, pod, releasePatch); err != nil && !gone(err) {
+		if err := c.patchPodOwner(ctx, v.ds, pod.Pod, releasePatch); err != nil && !gone(err) {
 			errs = append(errs, fmt.Errorf("release pod %s/%s: %w", pod.Namespace, pod.Name, err))
 			continue
 		}
-		klog.FromContext(ctx).V(2).Info("Released pod that no longer matches the selector", "pod", klog.KObj(pod))
+		klog.FromContext(ctx).V(2).Info("Released pod that no longer matches the selector", "pod", klog.KObj(pod.Pod))
 	}
+	return errors.Join(errs...)
+}
+
+// adoptPods adopts the orphaned pods sel selects. Each adoption is
+// expected like a creation on the pod's node, so the sync that adopted
+// (and those after it) do not act on that node before the informer shows
+// the pod as the set's: it would make a second pod there.
+func (c *Controller) adoptPods(ctx context.Context, ds *everynodev1alpha1.DaemonSet, sel labels.Selector, adopt *adoption) error {
+	var errs []error
 	orphans, err := c.podIndexer.ByIndex(orphanDaemonPodsByNamespace, ds.Namespace)
 	if err != nil {
-		return changed, fmt.Errorf("list orphaned pods in %s: %w", ds.Namespace, err)
+		return fmt.Errorf("list orphaned pods in %s: %w", ds.Namespace, err)
 	}
 	key := cache.MetaObjectToName(ds)
 	for _, obj := range orphans {
@@ -136,9 +136,8 @@ func (c *Controller) claimPods(ctx context.Context, ds *everynodev1alpha1.Daemon
 			continue
 		}
 		if err := adopt.allowed(ctx); err != nil {
-			return changed, errors.Join(append(errs, err)...)
+			return errors.Join(append(errs, err)...)
 		}
-		changed = true
 		node, hasNode := placement.TargetNode(pod)
 		if hasNode {
 			c.state.expectCreations(key, []string{node})
@@ -155,7 +154,7 @@ func (c *Controller) claimPods(ctx context.Context, ds *everynodev1alpha1.Daemon
 		}
 		klog.FromContext(ctx).V(2).Info("Adopted orphaned pod", "pod", klog.KObj(pod), "node", node)
 	}
-	return changed, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 func (c *Controller) patchPodOwner(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, patch func(*everynodev1alpha1.DaemonSet, types.UID) ([]byte, error)) error {

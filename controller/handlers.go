@@ -224,7 +224,7 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 		completed = c.state.updateObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(curPod).String())
 	}
 	if oldRef == nil {
-		// An adoption shows: claimPods expected it like a creation.
+		// An adoption shows: adoptPods expected it like a creation.
 		if node, ok := placement.TargetNode(curPod); ok {
 			completed = c.state.creationObserved(cache.MetaObjectToName(ds), node) || completed
 		}

@@ -83,7 +83,7 @@ func splitInPlace(ctx context.Context, v *setView, rule *inPlaceRule, toDelete [
 		chosen[p] = true
 	}
 	for i := range v.pods {
-		p := &v.pods[i]
+		p := v.pods[i]
 		if chosen[p.Pod] && rule.allows(ctx, p) {
 			toUpdate = append(toUpdate, p)
 			delete(chosen, p.Pod)
@@ -109,7 +109,7 @@ func planGateOpenings(v *setView, holds func(*nodeState) bool) []*daemonPod {
 	for i := range v.nodes {
 		st := &v.nodes[i]
 		for j := range st.pods {
-			p := &st.pods[j]
+			p := st.pods[j]
 			if !p.gated || p.gateOpen() || p.deleting || (p.inPlace != nil && !p.inPlaceDone) {
 				continue
 			}

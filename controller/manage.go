@@ -44,7 +44,7 @@ func planNode(st *nodeState, hash string, surge bool, minReadySeconds int32, now
 	case d.ShouldContinueRunning:
 		var running []*daemonPod
 		for i := range st.pods {
-			pod := &st.pods[i]
+			pod := st.pods[i]
 			switch {
 			case pod.deleting:
 			case pod.phase == corev1.PodFailed:

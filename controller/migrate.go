@@ -23,7 +23,7 @@ import (
 // everynodev1alpha1.AnnotationAdoptUnmarkedPods; its first sync of a term
 // lists those pods from the API server and labels them, and its syncs
 // wait until the cache shows every one, so no node gets a second pod.
-// They are orphans then, and claimPods adopts them as any other.
+// They are orphans then, and adoptPods adopts them as any other.
 
 // markUnmarked labels the unmarked orphans of ds once per term and
 // reports whether the sync must wait for the cache to show them.

@@ -16,8 +16,6 @@ type podFacts struct {
 	// done: finished and being deleted; the kubelet or pod GC is done
 	// with it, so is the view (nodeState.pods).
 	done bool
-	// selected: the set's selector matches the pod's labels (claimPods).
-	selected bool
 	// seen is the memo pass that last asked for the pod.
 	seen uint32
 }

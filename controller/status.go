@@ -99,7 +99,7 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 			continue
 		}
 		st.CurrentNumberScheduled++
-		pod := &ns.pods[0]
+		pod := ns.pods[0]
 		ready := pod.ready()
 		available := false
 		if ready {
@@ -176,7 +176,7 @@ func currentRevision(v *setView, revisions map[string]int64) string {
 	oldest, oldestNum := v.hash, revisions[v.hash]
 	// v.pods leaves out only pods both deleted and finished: none active.
 	for i := range v.pods {
-		pod := &v.pods[i]
+		pod := v.pods[i]
 		if !placement.IsPodActive(pod.Pod) {
 			continue
 		}

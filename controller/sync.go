@@ -72,15 +72,15 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		c.enqueueAfter(ds, time.Second)
 		return nil
 	}
-	// Adopted pods are expected like creations on their nodes, so claim
-	// before the expectations are read.
+	// Adopted pods are expected like creations on their nodes, so adopt
+	// before the expectations are read. Releases go on the view below.
 	sel, err := setSelector(ds)
 	if err != nil {
 		return err
 	}
 	memo := c.state.podMemo(key, sel)
-	if _, err := c.claimPods(ctx, ds, memo, adopt); err != nil {
-		return fmt.Errorf("claim pods of DaemonSet %s: %w", key, err)
+	if err := c.adoptPods(ctx, ds, sel, adopt); err != nil {
+		return fmt.Errorf("adopt pods of DaemonSet %s: %w", key, err)
 	}
 	// Expectations first, pods second, as upstream: the informer indexes a
 	// pod before its handler marks the creation observed, so pods read after
@@ -91,6 +91,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	v, err := c.readView(ds, nodes, memo, hash)
 	if err != nil {
 		return err
+	}
+	if err := c.releasePods(ctx, v); err != nil {
+		return fmt.Errorf("release pods of DaemonSet %s: %w", key, err)
 	}
 	revisions := revisionNumbers(cur, old)
 	v.verdict = judge(v, revisions)

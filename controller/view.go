@@ -29,12 +29,20 @@ type daemonPod struct {
 	// spares a read of the pod (podMemo).
 	deleting bool
 	phase    corev1.PodPhase
-	// readyCond is the pod's Ready condition, nil if it has none.
-	readyCond *corev1.PodCondition
-	// gated is whether the pod has the in-place readiness gate, and
-	// gateCond its condition (nil if none yet).
-	gated    bool
-	gateCond *corev1.PodCondition
+	// selected is whether the set's selector matches the pod's labels: a
+	// pod it does not is released (releasePods).
+	selected bool
+	// isReady is whether the pod's Ready condition is True, and
+	// readySince its last transition. Copied, like gateIsOpen and
+	// gateSince, so the status's pass over every pod reads no pod.
+	isReady    bool
+	readySince time.Time
+	// gated is whether the pod has the in-place readiness gate, gateCond
+	// its condition (nil if none yet), gateIsOpen whether that is True.
+	gated      bool
+	gateCond   *corev1.PodCondition
+	gateIsOpen bool
+	gateSince  time.Time
 	// inPlace is the pod's in-place update to its current revision, nil if
 	// it was not updated in place; inPlaceDone and inPlaceAt say whether
 	// the new containers run and are ready, and since when
@@ -45,9 +53,15 @@ type daemonPod struct {
 }
 
 func newDaemonPod(pod *corev1.Pod) daemonPod {
-	p := daemonPod{Pod: pod, hash: placement.RevisionHash(pod), deleting: pod.DeletionTimestamp != nil, phase: pod.Status.Phase, readyCond: placement.ReadyCondition(pod)}
+	p := daemonPod{Pod: pod, hash: placement.RevisionHash(pod), deleting: pod.DeletionTimestamp != nil, phase: pod.Status.Phase}
+	if c := placement.ReadyCondition(pod); placement.ConditionReady(c) {
+		p.isReady, p.readySince = true, c.LastTransitionTime.Time
+	}
 	if placement.HasInPlaceGate(pod) {
 		p.gated, p.gateCond = true, placement.InPlaceGateCondition(pod)
+		if placement.ConditionReady(p.gateCond) {
+			p.gateIsOpen, p.gateSince = true, p.gateCond.LastTransitionTime.Time
+		}
 	}
 	if u, ok := placement.InPlaceUpdateOf(pod); ok {
 		p.inPlace = &u
@@ -60,10 +74,10 @@ func newDaemonPod(pod *corev1.Pod) daemonPod {
 func (p *daemonPod) updated(hash string) bool { return placement.IsRevisionUpdated(p.hash, hash) }
 
 // ready is placement.IsPodReady.
-func (p *daemonPod) ready() bool { return placement.ConditionReady(p.readyCond) }
+func (p *daemonPod) ready() bool { return p.isReady }
 
 // gateOpen reports whether the pod's in-place gate, if it has one, is True.
-func (p *daemonPod) gateOpen() bool { return !p.gated || placement.ConditionReady(p.gateCond) }
+func (p *daemonPod) gateOpen() bool { return !p.gated || p.gateIsOpen }
 
 // updatingInPlace reports whether an in-place update of the pod has not
 // finished: its new containers do not all run and are ready yet, or its
@@ -85,16 +99,17 @@ func (p *daemonPod) available(minReadySeconds int32, now time.Time) bool {
 // After an in-place update, minReadySeconds counts from the latest of the
 // Ready transition, the gate opening and the new containers' start.
 func (p *daemonPod) availableAt(minReadySeconds int32) (time.Time, bool) {
-	at, ok := placement.ConditionAvailableAt(p.readyCond, minReadySeconds)
-	if !ok || p.updatingInPlace() {
+	// placement.ConditionAvailableAt on the copied condition.
+	if !p.isReady || (minReadySeconds > 0 && p.readySince.IsZero()) || p.updatingInPlace() {
 		return time.Time{}, false
 	}
 	minReady := time.Duration(minReadySeconds) * time.Second
+	at := p.readySince.Add(minReady)
 	if p.inPlace != nil && p.inPlaceAt.Add(minReady).After(at) {
 		at = p.inPlaceAt.Add(minReady)
 	}
-	if p.gated && p.gateCond.LastTransitionTime.Add(minReady).After(at) {
-		at = p.gateCond.LastTransitionTime.Add(minReady)
+	if p.gated && p.gateSince.Add(minReady).After(at) {
+		at = p.gateSince.Add(minReady)
 	}
 	return at, true
 }
@@ -110,7 +125,7 @@ type nodeState struct {
 	// being deleted (the kubelet or pod GC is done with them, so are we),
 	// oldest first with bound pods before unbound ones, as upstream. It is
 	// a window on setView.pods: never append to it.
-	pods []daemonPod
+	pods []*daemonPod
 }
 
 // setView is the snapshot one sync works on: built once, in
@@ -126,8 +141,9 @@ type setView struct {
 	nodes []nodeState
 	// pods is every pod of the set except those both finished and being
 	// deleted, grouped by node in the order of nodes (each node's window
-	// is its nodeState.pods), then the pods that name no node.
-	pods []daemonPod
+	// is its nodeState.pods), then the pods that name no node. They are
+	// the memo's (podMemo), shared with the next sync: never modify one.
+	pods []*daemonPod
 	// allPods is every pod of the set, finished and deleted ones included,
 	// so no revision a pod still uses is cleaned up.
 	allPods []*corev1.Pod
@@ -206,10 +222,10 @@ func viewOf(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev
 	for i := 1; i < len(start); i++ {
 		start[i] += start[i-1]
 	}
-	v.pods = make([]daemonPod, start[len(start)-1])
+	v.pods = make([]*daemonPod, start[len(start)-1])
 	for j, i := range at {
 		if i >= 0 {
-			v.pods[start[i]] = facts[j].daemonPod
+			v.pods[start[i]] = &facts[j].daemonPod
 			if v.pods[start[i]].gated {
 				v.gated++
 			}
@@ -234,7 +250,7 @@ func viewOf(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev
 // sortPodsOldestFirst orders a node's pods as upstream's
 // podByCreationTimestampAndPhase: bound pods first, then by creation time,
 // then by name.
-func sortPodsOldestFirst(pods []daemonPod) {
+func sortPodsOldestFirst(pods []*daemonPod) {
 	sort.Slice(pods, func(i, j int) bool {
 		a, b := pods[i], pods[j]
 		if (a.Spec.NodeName != "") != (b.Spec.NodeName != "") {
@@ -251,9 +267,8 @@ func sortPodsOldestFirst(pods []daemonPod) {
 // returns the one made from the update revision and the one made from an
 // older revision; ok is false when there are several of either (the manage
 // step prunes those first), as upstream findUpdatedPodsOnNode.
-func splitByRevision(pods []daemonPod, hash string) (newPod, oldPod *daemonPod, ok bool) {
-	for i := range pods {
-		pod := &pods[i]
+func splitByRevision(pods []*daemonPod, hash string) (newPod, oldPod *daemonPod, ok bool) {
+	for _, pod := range pods {
 		if pod.deleting {
 			continue
 		}

@@ -31,7 +31,7 @@ func TestBuildViewGroupsPodsByNode(t *testing.T) {
 	pods := []*corev1.Pod{goneZ, newer, noNode, onB, finished, older, goneY}
 	v := buildView(ds, nodes, pods, "h2", t0)
 
-	names := func(ps []daemonPod) []string {
+	names := func(ps []*daemonPod) []string {
 		var out []string
 		for _, p := range ps {
 			out = append(out, p.Name)
