@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -43,6 +45,11 @@ type podMemo struct {
 	selector string // sel.String()
 	byPod    map[*corev1.Pod]*podFacts
 	pass     uint32
+	// hashes interns the pods' revision hashes: a set has a few, and
+	// every sync compares each pod's with the update revision's and looks
+	// it up by revision, which reads the string's bytes. Interned, those
+	// are a few strings the cache holds, not one in each pod.
+	hashes map[string]string
 }
 
 // forSelector returns the memo to use with sel: m, or a new memo if m is
@@ -71,10 +78,23 @@ func (m *podMemo) of(pod *corev1.Pod) *podFacts {
 	f := m.byPod[pod]
 	if f == nil {
 		f = derivePodFacts(pod, m.sel)
+		f.hash = m.intern(f.hash)
 		m.byPod[pod] = f
 	}
 	f.seen = m.pass
 	return f
+}
+
+func (m *podMemo) intern(s string) string {
+	if in, ok := m.hashes[s]; ok {
+		return in
+	}
+	if m.hashes == nil {
+		m.hashes = make(map[string]string)
+	}
+	s = strings.Clone(s) // not the first pod's own bytes
+	m.hashes[s] = s
+	return s
 }
 
 // sweep forgets the objects the last pass did not ask for (pods deleted, or

@@ -3,6 +3,7 @@ package controller
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -25,6 +26,12 @@ func TestPodMemoDerivesOncePerObject(t *testing.T) {
 	}
 	if first.hash != "h1" || !first.selected || first.target != "node-0" || first.deleting {
 		t.Errorf("facts %+v, want hash h1, selected, on node-0, not deleting", first)
+	}
+
+	// Another pod of the revision shares its hash's bytes.
+	other := m.facts([]*corev1.Pod{newPod(ds, "node-1", "h1")})[0]
+	if unsafe.StringData(other.hash) != unsafe.StringData(first.hash) {
+		t.Errorf("two pods of revision h1 hold two copies of its hash")
 	}
 
 	next := pod.DeepCopy()

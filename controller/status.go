@@ -16,7 +16,6 @@ import (
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/controller/pacing"
-	"everynode.io/everynode/placement"
 	"everynode.io/everynode/placement/revision"
 )
 
@@ -177,7 +176,7 @@ func currentRevision(v *setView, revisions map[string]int64) string {
 	// v.pods leaves out only pods both deleted and finished: none active.
 	for i := range v.pods {
 		pod := v.pods[i]
-		if !placement.IsPodActive(pod.Pod) {
+		if !pod.active() {
 			continue
 		}
 		if num, ok := revisions[pod.hash]; ok && num < oldestNum {

@@ -73,6 +73,11 @@ func newDaemonPod(pod *corev1.Pod) daemonPod {
 // updated is placement.IsPodUpdated.
 func (p *daemonPod) updated(hash string) bool { return placement.IsRevisionUpdated(p.hash, hash) }
 
+// active is placement.IsPodActive.
+func (p *daemonPod) active() bool {
+	return !p.deleting && p.phase != corev1.PodSucceeded && p.phase != corev1.PodFailed
+}
+
 // ready is placement.IsPodReady.
 func (p *daemonPod) ready() bool { return p.isReady }
 
