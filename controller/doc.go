@@ -34,9 +34,15 @@
 //     the node), never every set in the cluster (nodes.go, indexes.go).
 //   - Expectations track creations per node and deletions per pod, so a
 //     late or unrelated pod event never satisfies one it does not belong to.
-//   - A sync reads each pod once into the snapshot, with its revision hash
-//     and Ready condition, where upstream re-reads them in every step; the
-//     rolling update after manage works on pods read afresh.
+//     That is also why a sync that waits for earlier changes may still
+//     create the pod of a node that shows none and has no creation pending
+//     (createOnBareNodes in sync.go): upstream's does nothing, and a node
+//     that joins during a rolling update waits for the rollout's requests.
+//   - A sync reads each pod's facts (revision hash, Ready, in-place state,
+//     target node, selector match) into the snapshot where upstream
+//     re-reads them in every step, and derives them once per pod object,
+//     not once per sync (podmemo.go); the rolling update after manage
+//     works on pods read afresh.
 //   - A sync right after a status write works on the object that write
 //     returned, not on the older cached copy (statuswrites.go).
 //   - Rolling updates add partition, a canary node selector and pause
