@@ -36,7 +36,7 @@
 //     late or unrelated pod event never satisfies one it does not belong to.
 //     That is also why a sync that waits for earlier changes may still
 //     create the pod of a node that shows none and has no creation pending
-//     (createOnBareNodes in sync.go): upstream's does nothing, and a node
+//     (createOnBareNodes in sync.go). Upstream's does nothing, so there a node
 //     that joins during a rolling update waits for the rollout's requests.
 //   - A sync reads each pod's facts (revision hash, Ready, in-place state,
 //     target node, selector match) into the snapshot where upstream
