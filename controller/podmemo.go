@@ -9,15 +9,11 @@ import (
 	"everynode.io/everynode/placement"
 )
 
-// podFacts is what a sync derives from one pod of its set: the daemonPod,
-// the node it targets, and whether the set's selector still selects it.
+// podFacts is what a sync derives from one pod of its set: the daemonPod
+// and the node it targets ("" for none).
 type podFacts struct {
 	daemonPod
-	target    string
-	hasTarget bool
-	// done: finished and being deleted; the kubelet or pod GC is done
-	// with it, so is the view (nodeState.pods).
-	done bool
+	target string
 	// seen is the memo pass that last asked for the pod.
 	seen uint32
 }
@@ -114,8 +110,7 @@ func (m *podMemo) sweep(asked int) {
 
 func derivePodFacts(pod *corev1.Pod, sel labels.Selector) *podFacts {
 	f := &podFacts{daemonPod: newDaemonPod(pod)}
-	f.target, f.hasTarget = placement.TargetNode(pod)
-	f.done = f.deleting && (f.phase == corev1.PodFailed || f.phase == corev1.PodSucceeded)
+	f.target, _ = placement.TargetNode(pod) // "" when it names no node
 	f.selected = sel.Matches(labels.Set(pod.Labels))
 	return f
 }

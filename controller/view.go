@@ -74,8 +74,14 @@ func newDaemonPod(pod *corev1.Pod) daemonPod {
 func (p *daemonPod) updated(hash string) bool { return placement.IsRevisionUpdated(p.hash, hash) }
 
 // active is placement.IsPodActive.
-func (p *daemonPod) active() bool {
-	return !p.deleting && p.phase != corev1.PodSucceeded && p.phase != corev1.PodFailed
+func (p *daemonPod) active() bool { return !p.deleting && !p.finished() }
+
+// done reports a pod both finished and being deleted: the kubelet or pod
+// GC is done with it, so is the view (nodeState.pods).
+func (p *daemonPod) done() bool { return p.deleting && p.finished() }
+
+func (p *daemonPod) finished() bool {
+	return p.phase == corev1.PodSucceeded || p.phase == corev1.PodFailed
 }
 
 // ready is placement.IsPodReady.
@@ -185,11 +191,11 @@ func viewOf(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev
 	var goneNames []string
 	for j, f := range facts {
 		at[j] = skip
-		if f.done {
+		if f.done() {
 			continue
 		}
 		switch i, known := byName[f.target]; {
-		case !f.hasTarget:
+		case f.target == "":
 			at[j] = none
 		case known:
 			at[j] = i
