@@ -14,9 +14,9 @@ const expectationsTTL = 5 * time.Minute
 // through the pod informer. A set acts on its pods only when nothing is
 // pending; until then its pods in the cache are known to be stale, and
 // acting on them would create a second pod on a node whose first one the
-// informer has not delivered yet. The one exception needs no more than
-// the per-node count below: a node that shows no pod of the set and has
-// no creation pending gets its pod (createOnBareNodes).
+// informer has not delivered yet. The one exception relies on creations
+// being expected per node (below): a node that shows no pod of the set
+// and has no creation pending gets its pod (createOnBareNodes).
 //
 // Upstream counts creations; counting per node instead means an event for
 // any other pod (a pod made by a previous leader, a late event of an earlier

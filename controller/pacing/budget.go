@@ -71,8 +71,9 @@ func newBucket(qps float32, burst int, clk clock.Clock) (*Bucket, error) {
 // a tenth of a second, 17 a second and 1.37 times upstream's CPU; with a
 // quarter, 8 and 0.97 (one round each; bench/RESULTS.md). At 5,000 nodes
 // the same 6–8 syncs a second each read five times the pods: 1.58 times
-// upstream's CPU over a 3-round run, so a set whose syncs cost more waits
-// for a longer batch (Pacer.Free). Tokens that accrue meanwhile are not
+// upstream's CPU over a 3-round run; a set whose syncs cost more now waits
+// for a longer batch (Pacer.Free), though there, measured since, the pod
+// memo keeps a sync under the cost at which the batch grows. Tokens that accrue meanwhile are not
 // lost (up to the burst), so the rollout goes no slower. While pod work
 // has the budget, pod events wait as long (Pacer.PodEventDelay), for the
 // same reason.
