@@ -134,14 +134,7 @@ func TestNoAdoptionBySetBeingDeleted(t *testing.T) {
 // A pod the set controls whose labels no longer match is released, and
 // the node gets a new pod once the cache shows the release.
 func TestPodThatStopsMatchingIsReleased(t *testing.T) {
-	f := newFixture(t)
-	addNodes(f, 1)
-	ds := newSet("agent")
-	hash := addSetWithRevision(f, ds)
-	pod := newPod(ds, "node-0", hash)
-	pod.Labels["app"] = "debugging"
-	f.add(pod)
-	f.mustSync(ds)
+	f, ds, pod := setWithOnePod(t, func(p *corev1.Pod) { p.Labels["app"] = "debugging" })
 	if got := f.patched("pods"); !reflect.DeepEqual(got, []string{pod.Name}) {
 		t.Fatalf("patched %v, want the release of %s", got, pod.Name)
 	}
@@ -153,6 +146,36 @@ func TestPodThatStopsMatchingIsReleased(t *testing.T) {
 	if got := f.createdNodes(); !reflect.DeepEqual(got, []string{"node-0"}) {
 		t.Errorf("created on %v, want node-0 once the release showed", got)
 	}
+}
+
+// A pod the set has synced with, relabelled so the selector no longer
+// matches, is released: its new object's facts are derived anew.
+func TestPodRelabelledAfterASyncIsReleased(t *testing.T) {
+	f, ds, pod := setWithOnePod(t, func(*corev1.Pod) {})
+	if got := f.patched("pods"); len(got) != 0 {
+		t.Fatalf("patched %v before the relabel", got)
+	}
+	relabelled := pod.DeepCopy()
+	relabelled.Labels["app"] = "debugging"
+	f.update(relabelled)
+	f.mustSync(ds)
+	if got := f.patched("pods"); !reflect.DeepEqual(got, []string{pod.Name}) {
+		t.Errorf("patched %v, want the release of %s", got, pod.Name)
+	}
+}
+
+// setWithOnePod gives a fixture one node and a set with one pod of its
+// revision there, changed by edit before it is added, after one sync.
+func setWithOnePod(t *testing.T, edit func(*corev1.Pod)) (*fixture, *everynodev1alpha1.DaemonSet, *corev1.Pod) {
+	t.Helper()
+	f := newFixture(t)
+	addNodes(f, 1)
+	ds := newSet("agent")
+	pod := newPod(ds, "node-0", addSetWithRevision(f, ds))
+	edit(pod)
+	f.add(pod)
+	f.mustSync(ds)
+	return f, ds, pod
 }
 
 // An orphan that appears wakes the sets that select it.

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"reflect"
 	"testing"
 	"unsafe"
 
@@ -73,27 +72,5 @@ func TestPodMemoIsPerSelector(t *testing.T) {
 	}
 	if m.forSelector(labels.SelectorFromSet(labels.Set{"app": "b"})) == m {
 		t.Errorf("another selector, same memo")
-	}
-}
-
-// A pod the set has synced with, relabelled so the selector no longer
-// matches, is released: its new object's facts are derived anew.
-func TestPodRelabelledAfterASyncIsReleased(t *testing.T) {
-	f := newFixture(t)
-	addNodes(f, 1)
-	ds := newSet("agent")
-	hash := addSetWithRevision(f, ds)
-	pod := newPod(ds, "node-0", hash)
-	f.add(pod)
-	f.mustSync(ds)
-	if got := f.patched("pods"); len(got) != 0 {
-		t.Fatalf("patched %v before the relabel", got)
-	}
-	relabelled := pod.DeepCopy()
-	relabelled.Labels["app"] = "debugging"
-	f.update(relabelled)
-	f.mustSync(ds)
-	if got := f.patched("pods"); !reflect.DeepEqual(got, []string{pod.Name}) {
-		t.Errorf("patched %v, want the release of %s", got, pod.Name)
 	}
 }
