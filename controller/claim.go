@@ -170,11 +170,7 @@ func (c *Controller) patchPodOwner(ctx context.Context, ds *everynodev1alpha1.Da
 // orphaned ones and releasing those it no longer selects. Adopted revisions
 // are returned as the API server answered, since the cache shows them as
 // the set's only later.
-func (c *Controller) claimRevisions(ctx context.Context, ds *everynodev1alpha1.DaemonSet, adopt *adoption) ([]*appsv1.ControllerRevision, error) {
-	sel, err := setSelector(ds)
-	if err != nil {
-		return nil, err
-	}
+func (c *Controller) claimRevisions(ctx context.Context, ds *everynodev1alpha1.DaemonSet, sel labels.Selector, adopt *adoption) ([]*appsv1.ControllerRevision, error) {
 	owned, err := c.revisionsOfSet(ds)
 	if err != nil {
 		return nil, err

@@ -53,8 +53,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
 	}
+	sel, err := setSelector(ds)
+	if err != nil {
+		return err
+	}
 	adopt := &adoption{c: c, ds: ds}
-	revs, err := c.claimRevisions(ctx, ds, adopt)
+	revs, err := c.claimRevisions(ctx, ds, sel, adopt)
 	if err != nil {
 		return fmt.Errorf("claim revisions of DaemonSet %s: %w", key, err)
 	}
@@ -74,10 +78,6 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	// Adopted pods are expected like creations on their nodes, so adopt
 	// before the expectations are read. Releases go on the view below.
-	sel, err := setSelector(ds)
-	if err != nil {
-		return err
-	}
 	memo := c.state.podMemo(key, sel)
 	if err := c.adoptPods(ctx, ds, sel, adopt); err != nil {
 		return fmt.Errorf("adopt pods of DaemonSet %s: %w", key, err)
