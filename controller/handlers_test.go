@@ -204,7 +204,7 @@ func TestPodEventsAreBatched(t *testing.T) {
 	ds := newSet("agent")
 	f.add(ds)
 	key := cache.MetaObjectToName(ds)
-	f.c.state.synced(key, 10*time.Millisecond)
+	f.c.state.synced(key, 10*time.Millisecond, 0)
 	f.c.state.expectCreations(key, []string{"node-0", "node-1"})
 
 	step := func(what string, event func(), wantQueued []string, wantDelayed []time.Duration) {

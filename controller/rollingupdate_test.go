@@ -379,7 +379,7 @@ func TestRollingUpdateAwaitsReadyPods(t *testing.T) {
 	awaiting := func() bool {
 		// The fake clock stands still, so every sync records a cost of 0,
 		// and a delay of 0: give the set a cost that makes one.
-		f.c.state.synced(key, 10*time.Millisecond)
+		f.c.state.synced(key, 10*time.Millisecond, 0)
 		return f.c.state.podEventDelay(key, false, true) == 0
 	}
 

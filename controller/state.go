@@ -209,8 +209,8 @@ func (s *setStates) slowStart(key cache.ObjectName) (n int) {
 }
 
 // synced records how long the set's snapshot took to build.
-func (s *setStates) synced(key cache.ObjectName, cost time.Duration) {
-	s.with(key, func(st *setState) { s.pacer.Synced(&st.pace, cost) })
+func (s *setStates) synced(key cache.ObjectName, cost time.Duration, size int) {
+	s.with(key, func(st *setState) { s.pacer.Synced(&st.pace, cost, size) })
 }
 
 // podEventDelay is how long a pod event of the set waits to sync it;

@@ -22,7 +22,7 @@ func TestSetStatesForgetAll(t *testing.T) {
 	written.ResourceVersion = "2"
 	s.wrote(ds, written, f.clock.Now())
 	s.createsSucceeded(key, 8, BurstReplicas)
-	s.synced(key, 10*time.Millisecond)
+	s.synced(key, 10*time.Millisecond, 0)
 	if s.satisfied(key) || s.freshest(ds) != written || s.slowStart(key) != 16 || s.podEventDelay(key, false, false) == 0 {
 		t.Fatal("the set's state was not recorded")
 	}

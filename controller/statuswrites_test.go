@@ -124,7 +124,7 @@ func (b *fakeBudget) Spare() bool                                    { return b.
 func (b *fakeBudget) Wait(context.Context) error                     { return nil }
 func (b *fakeBudget) WaitSpare(context.Context, time.Duration) error { return nil }
 
-func (b *fakeBudget) Free(want int, _ time.Duration) (int, time.Duration) {
+func (b *fakeBudget) Free(want int, _ time.Duration, _ int) (int, time.Duration) {
 	if !b.limitFree || want <= b.free {
 		return want, 0
 	}

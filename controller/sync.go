@@ -97,7 +97,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	revisions := revisionNumbers(cur, old)
 	v.verdict = judge(v, revisions)
-	c.state.synced(key, c.clock.Since(start))
+	c.state.synced(key, c.clock.Since(start), len(v.nodes)+len(v.pods))
 
 	rollingBack := v.verdict.rollbackTo != nil
 	if !satisfied && rollingBack {

@@ -69,14 +69,11 @@ func newBucket(qps float32, burst int, clk clock.Clock) (*Bucket, error) {
 // time, each after a full pass over the set; at 1,000 nodes and QPS 50
 // that was 47 passes a second, and twice upstream's controller CPU. With
 // a tenth of a second, 17 a second and 1.37 times upstream's CPU; with a
-// quarter, 8 and 0.97 (one round each; bench/RESULTS.md). At 5,000 nodes
-// the same 6–8 syncs a second each read five times the pods: 1.58 times
-// upstream's CPU over a 3-round run; a set whose syncs cost more now waits
-// for a longer batch (Pacer.Free), though there, measured since, the pod
-// memo keeps a sync under the cost at which the batch grows. Tokens that accrue meanwhile are not
-// lost (up to the burst), so the rollout goes no slower. While pod work
-// has the budget, pod events wait as long (Pacer.PodEventDelay), for the
-// same reason.
+// quarter, 8 and 0.97 (one round each; bench/RESULTS.md). A larger set, or
+// one whose syncs cost more, waits for more (Pacer.Free). Tokens that
+// accrue meanwhile are not lost (up to the burst), so the rollout goes no
+// slower. While pod work has the budget, pod events wait as long
+// (Pacer.PodEventDelay), for the same reason.
 const FreeBatch = 250 * time.Millisecond
 
 // Free reports how many of want requests can go now on free tokens: tokens
@@ -95,10 +92,11 @@ const FreeBatch = 250 * time.Millisecond
 //
 // When fewer than want are free, retry is when the bucket will have a
 // batch of free tokens again, once the n are taken: batch's refill (at
-// least FreeBatch's; Pacer.Free), at least one token, at most the burst.
+// least FreeBatch's) or atLeast tokens, whichever is more (Pacer.Free),
+// at least one token, at most the burst.
 // Not fewer when the step wants fewer: waiting for them loses nothing, and
 // asking again for each one would cost a pass over the set per token.
-func (b *Bucket) Free(want int, batch time.Duration) (n int, retry time.Duration) {
+func (b *Bucket) Free(want int, batch time.Duration, atLeast int) (n int, retry time.Duration) {
 	if want <= 0 {
 		return 0, 0
 	}
@@ -107,7 +105,7 @@ func (b *Bucket) Free(want int, batch time.Duration) (n int, retry time.Duration
 	if n == want {
 		return n, 0
 	}
-	tokens := min(max(1, int(float64(b.qps)*max(batch, FreeBatch).Seconds())), int(b.burst))
+	tokens := min(max(1, atLeast, int(float64(b.qps)*max(batch, FreeBatch).Seconds())), int(b.burst))
 	short := float64(tokens) - (level - float64(n))
 	return n, time.Duration(short / float64(b.qps) * float64(time.Second))
 }

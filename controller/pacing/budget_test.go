@@ -269,19 +269,23 @@ func TestFreeWaitsForTheBatchItIsGiven(t *testing.T) {
 	for range 100 {
 		b.Accept()
 	}
-	wantFreeBatch(t, b, 10, 500*time.Millisecond, 0, 500*time.Millisecond)
-	wantFreeBatch(t, b, 10, 10*time.Second, 0, 2*time.Second) // the burst: 100 tokens
-	wantFreeBatch(t, b, 10, time.Millisecond, 0, 240*time.Millisecond)
+	wantFreeBatch(t, b, 10, 500*time.Millisecond, 0, 0, 500*time.Millisecond)
+	wantFreeBatch(t, b, 10, 10*time.Second, 0, 0, 2*time.Second) // the burst: 100 tokens
+	wantFreeBatch(t, b, 10, time.Millisecond, 0, 0, 240*time.Millisecond)
+	// A batch given in tokens counts where it is more than the refill's.
+	wantFreeBatch(t, b, 10, FreeBatch, 50, 0, time.Second)
+	wantFreeBatch(t, b, 10, FreeBatch, 5, 0, 240*time.Millisecond)
+	wantFreeBatch(t, b, 10, FreeBatch, 500, 0, 2*time.Second) // the burst
 }
 
 func wantFree(t *testing.T, b *Bucket, want, n int, retry time.Duration) {
 	t.Helper()
-	wantFreeBatch(t, b, want, FreeBatch, n, retry)
+	wantFreeBatch(t, b, want, FreeBatch, 0, n, retry)
 }
 
-func wantFreeBatch(t *testing.T, b *Bucket, want int, batch time.Duration, n int, retry time.Duration) {
+func wantFreeBatch(t *testing.T, b *Bucket, want int, batch time.Duration, atLeast, n int, retry time.Duration) {
 	t.Helper()
-	gotN, gotRetry := b.Free(want, batch)
+	gotN, gotRetry := b.Free(want, batch, atLeast)
 	// Float arithmetic on the bucket's level: within a microsecond.
 	if gotN != n || (gotRetry-retry).Abs() > time.Microsecond {
 		t.Fatalf("Free(%d) = %d, %s; want %d, %s", want, gotN, gotRetry, n, retry)

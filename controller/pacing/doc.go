@@ -6,8 +6,8 @@
 //     controller's clients. Pod work takes tokens first come, first served;
 //     a rolling update's own requests go only as many at a time as there
 //     are free tokens (Free), so pod work for nodes without a pod goes
-//     first, and the rest wait for a batch of them (FreeBatch, longer for
-//     a set whose syncs cost more, Pacer.Free); bookkeeping
+//     first, and the rest wait for a batch of them (FreeBatch, more for a
+//     larger set or one whose syncs cost more, Pacer.Free); bookkeeping
 //     (Normal events, status writes that only move counts) takes only
 //     tokens the pod work leaves;
 //   - slow start (Pacer.Batches): creates go out in batches of 1, 2, 4, ...,

@@ -140,8 +140,9 @@ type fakeBudget struct {
 	// are the WaitSpare arguments.
 	waits, spareWaits int
 	maxDelays         []time.Duration
-	// batches are the Free arguments.
+	// batches and atLeast are the Free arguments.
 	batches []time.Duration
+	atLeast []int
 }
 
 func (b *fakeBudget) Spare() bool { return b.spare }
@@ -159,7 +160,8 @@ func (b *fakeBudget) WaitSpare(_ context.Context, maxDelay time.Duration) error 
 
 // Free grants everything (events take no part in it), and records the
 // batch it was asked to wait for.
-func (b *fakeBudget) Free(want int, batch time.Duration) (int, time.Duration) {
+func (b *fakeBudget) Free(want int, batch time.Duration, atLeast int) (int, time.Duration) {
 	b.batches = append(b.batches, batch)
+	b.atLeast = append(b.atLeast, atLeast)
 	return want, 0
 }

@@ -20,8 +20,8 @@ type Budget interface {
 	WaitSpare(ctx context.Context, maxDelay time.Duration) error
 	// Free says how many of want requests can go now without delaying any
 	// that waits for a token, and if fewer, when to ask again: once a
-	// batch's refill is free.
-	Free(want int, batch time.Duration) (n int, retry time.Duration)
+	// batch's refill, or atLeast tokens if more, is free.
+	Free(want int, batch time.Duration, atLeast int) (n int, retry time.Duration)
 }
 
 const (
@@ -50,6 +50,16 @@ const (
 	// second.
 	PodEventDelayFactor = 20
 	MaxPodEventDelay    = 500 * time.Millisecond
+
+	// StepObjectsPerToken is how many nodes and pods a set's snapshot
+	// holds for each token its rolling step, short of free tokens, waits
+	// for (Free). At 5,000 nodes and QPS 50 a step that asked again every
+	// FreeBatch ran 6.5 syncs a second of a rolling update, each reading
+	// 10,000 objects, and used 1.35 times upstream's controller CPU
+	// (bench/RESULTS.md, cec3610); at 200, such a step waits for 50
+	// tokens, a second's. At 1,000 nodes it is 10 tokens, fewer than
+	// FreeBatch's 12: nothing changes there.
+	StepObjectsPerToken = 200
 )
 
 // Set is what the Pacer remembers of one DaemonSet. Its zero value is a set
@@ -58,8 +68,10 @@ const (
 type Set struct {
 	slowStart slowStart
 	// syncCost is how long the set's last sync took to build its snapshot:
-	// the part of a sync that grows with the cluster.
+	// the part of a sync that grows with the cluster; size is how many
+	// nodes and pods that snapshot held.
 	syncCost time.Duration
+	size     int
 	// lastStatusWrite is when the set's status was last written.
 	lastStatusWrite time.Time
 	// awaitingReady is set while the set's rollout has done all its
@@ -111,8 +123,9 @@ func (p *Pacer) SlowStart(s *Set) int {
 	return max(InitialBatchSize, s.slowStart.current(p.clock.Now()))
 }
 
-// Synced records how long s's snapshot took to build.
-func (p *Pacer) Synced(s *Set, cost time.Duration) { s.syncCost = cost }
+// Synced records how long s's snapshot took to build and how many nodes
+// and pods it held.
+func (p *Pacer) Synced(s *Set, cost time.Duration, size int) { s.syncCost, s.size = cost, size }
 
 // PodEventDelay is how long a pod event of s waits before it syncs the
 // set. Node and set events, the pod event that completes what a sync
@@ -161,23 +174,24 @@ type PodEvent struct {
 // Free is the budget's Free: how many of want requests of s's rolling
 // step go now, and if fewer, when to ask again. Without a budget all go.
 //
-// The refill the step waits for is FreeBatch's, or longer for a set whose
-// syncs cost more: as long as its pod events wait (PodEventDelayFactor
-// times its last snapshot, at most MaxPodEventDelay). Each time a step
-// asks again is a full sync; at 5,000 nodes and QPS 50 a rolling update
-// that asked every quarter second ran 6.4 syncs a second of about 18 ms
-// of CPU each, and 1.58 times upstream's controller CPU
-// (bench/RESULTS.md). Tokens that accrue meanwhile are not lost, up to
-// the burst, so a step that waits longer sends more at once. Measured so
-// far, it has not taken effect: with the pod memo (controller/podmemo.go)
-// a 5,000-node snapshot costs less than the 12.5 ms at which the wait
-// starts to grow, and the 5,000-node bench on cec3610 ran 6.5 syncs a
-// second, as before. It bounds sets whose syncs cost more than that.
+// Each time a step asks again is a full sync, so a step short of tokens
+// waits for a batch of them that grows with what a sync of s costs:
+//   - FreeBatch's refill, or as long as its pod events wait if that is
+//     longer (PodEventDelayFactor times its last snapshot, at most
+//     MaxPodEventDelay): this bounds sets whose syncs are slow for their
+//     size;
+//   - and one token per StepObjectsPerToken nodes and pods its snapshot
+//     held, up to the want: a sync reads every one of them, so this holds
+//     the syncs a step causes to a number of requests per object read at
+//     any size.
+//
+// Tokens that accrue meanwhile are not lost, up to the burst, so a step
+// that waits longer sends more at once and the rollout goes no slower.
 func (p *Pacer) Free(s *Set, want int) (n int, retry time.Duration) {
 	if p.budget == nil {
 		return want, 0
 	}
-	return p.budget.Free(want, max(FreeBatch, min(MaxPodEventDelay, PodEventDelayFactor*s.syncCost)))
+	return p.budget.Free(want, max(FreeBatch, min(MaxPodEventDelay, PodEventDelayFactor*s.syncCost)), min(want, s.size/StepObjectsPerToken))
 }
 
 // BudgetBound records that s's rolling step asks the budget again after

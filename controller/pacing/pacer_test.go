@@ -90,11 +90,11 @@ func TestPodEventDelay(t *testing.T) {
 	if d := p.PodEventDelay(&s, other); d != 0 {
 		t.Errorf("never synced: delay %v, want 0", d)
 	}
-	p.Synced(&s, 5*time.Millisecond)
+	p.Synced(&s, 5*time.Millisecond, 0)
 	if d := p.PodEventDelay(&s, other); d != 100*time.Millisecond {
 		t.Errorf("5 ms snapshot: delay %v, want 100ms", d)
 	}
-	p.Synced(&s, time.Second)
+	p.Synced(&s, time.Second, 0)
 	if d := p.PodEventDelay(&s, other); d != MaxPodEventDelay {
 		t.Errorf("1 s snapshot: delay %v, want the cap %v", d, MaxPodEventDelay)
 	}
@@ -144,7 +144,7 @@ func TestPodEventDelay(t *testing.T) {
 	b := &fakeBudget{}
 	p = NewPacer(b, clk)
 	s = Set{}
-	p.Synced(&s, time.Millisecond)
+	p.Synced(&s, time.Millisecond, 0)
 	if d := p.PodEventDelay(&s, other); d != FreeBatch {
 		t.Errorf("no spare token, 1 ms snapshot: delay %v, want %v", d, FreeBatch)
 	}
@@ -193,11 +193,28 @@ func TestFreeBatchGrowsWithSyncCost(t *testing.T) {
 	p := NewPacer(b, clk)
 	var s Set
 	for _, cost := range []time.Duration{0, 5 * time.Millisecond, 18 * time.Millisecond, time.Second} {
-		p.Synced(&s, cost)
+		p.Synced(&s, cost, 0)
 		p.Free(&s, 1)
 	}
 	want := []time.Duration{FreeBatch, FreeBatch, 360 * time.Millisecond, MaxPodEventDelay}
 	if !slices.Equal(b.batches, want) {
 		t.Errorf("batches %v for snapshots of 0, 5 ms, 18 ms, 1 s; want %v", b.batches, want)
+	}
+}
+
+// A rolling step short of tokens waits for one per StepObjectsPerToken
+// nodes and pods its sync reads, never for more than it wants.
+func TestFreeBatchGrowsWithSetSize(t *testing.T) {
+	clk := testingclock.NewFakePassiveClock(time.Unix(1000, 0))
+	b := &fakeBudget{}
+	p := NewPacer(b, clk)
+	var s Set
+	for _, c := range []struct{ size, want int }{{0, 500}, {2_000, 500}, {10_000, 500}, {10_000, 20}} {
+		p.Synced(&s, time.Millisecond, c.size)
+		p.Free(&s, c.want)
+	}
+	want := []int{0, 10, 50, 20}
+	if !slices.Equal(b.atLeast, want) {
+		t.Errorf("token batches %v for snapshots of 0, 2,000 and 10,000 objects wanting 500, and 10,000 wanting 20; want %v", b.atLeast, want)
 	}
 }
