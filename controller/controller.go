@@ -133,6 +133,8 @@ type Controller struct {
 	setIndexer cache.Indexer
 	podIndexer cache.Indexer
 	nodeLister corelisters.NodeLister
+	// nodes is the node list syncs share until a node changes.
+	nodes      nodeSnapshots
 	revIndexer cache.Indexer
 	synced     []cache.InformerSynced
 

@@ -235,6 +235,7 @@ func (f *fixture) add(objs ...runtime.Object) {
 			err, inf = f.kube.Tracker().Add(o), f.podInf
 		case *corev1.Node:
 			err, inf = f.kube.Tracker().Add(o), f.nodeInf
+			f.c.nodes.changed() // as the node handler would
 		case *appsv1.ControllerRevision:
 			err, inf = f.kube.Tracker().Add(o), f.revInf
 		default:
@@ -265,6 +266,7 @@ func (f *fixture) update(objs ...runtime.Object) {
 			err, inf = f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), o, o.Namespace), f.podInf
 		case *corev1.Node:
 			err, inf = f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("nodes"), o, ""), f.nodeInf
+			f.c.nodes.changed() // as the node handler would
 		default:
 			f.t.Fatalf("update: unexpected %T", obj)
 		}

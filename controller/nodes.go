@@ -16,6 +16,7 @@ import (
 )
 
 func (c *Controller) addNode(logger klog.Logger, obj interface{}) {
+	c.nodes.changed()
 	node, ok := obj.(*corev1.Node)
 	if !ok {
 		return
@@ -35,6 +36,9 @@ func nodeReady(node *corev1.Node) bool {
 }
 
 func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
+	// Even a change that concerns no set replaces the cached object, which
+	// the next node snapshot must hold.
+	c.nodes.changed()
 	oldNode, ok1 := old.(*corev1.Node)
 	curNode, ok2 := cur.(*corev1.Node)
 	if !ok1 || !ok2 {
@@ -53,6 +57,7 @@ func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
 }
 
 func (c *Controller) deleteNode(logger klog.Logger, obj interface{}) {
+	c.nodes.changed()
 	node, ok := fromTombstone[*corev1.Node](obj)
 	if !ok {
 		return

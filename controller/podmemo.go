@@ -16,6 +16,24 @@ type podFacts struct {
 	target string
 	// seen is the memo pass that last asked for the pod.
 	seen uint32
+	// placedIn is the node snapshot placedAt was looked up in (nodeAt).
+	placedIn *nodeSnapshot
+	placedAt int32
+}
+
+// nodeAt is the place of the pod's target node in nodes, and whether it
+// is there. The answer is kept until the snapshot changes: syncs share one
+// snapshot until a node changes (nodeSnapshots), and looking each pod's
+// node up by name is a map lookup on a string per pod and sync.
+func (f *podFacts) nodeAt(nodes *nodeSnapshot) (int32, bool) {
+	if f.placedIn != nodes {
+		i, known := nodes.byName[f.target]
+		if !known {
+			i = -1
+		}
+		f.placedIn, f.placedAt = nodes, i
+	}
+	return f.placedAt, f.placedAt >= 0
 }
 
 // podMemo keeps each pod's facts from one sync of a set to the next.

@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -49,7 +48,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return nil
 	}
 
-	nodes, err := c.nodeLister.List(labels.Everything())
+	nodes, err := c.nodes.get(c.nodeLister)
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
 	}
@@ -135,7 +134,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 
 // reconcile runs the manage step, then the rolling update, then the
 // revision cleanup.
-func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.ObjectName, nodes []*corev1.Node, memo *podMemo, old []*appsv1.ControllerRevision) error {
+func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.ObjectName, nodes *nodeSnapshot, memo *podMemo, old []*appsv1.ControllerRevision) error {
 	acted, err := c.manage(ctx, v)
 	if err != nil {
 		return err
@@ -173,7 +172,7 @@ func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.Object
 
 // readView reads the set's pods from the cache and builds the view on
 // their facts, derived once per pod object (podMemo).
-func (c *Controller) readView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, memo *podMemo, hash string) (*setView, error) {
+func (c *Controller) readView(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapshot, memo *podMemo, hash string) (*setView, error) {
 	pods, err := c.podsOfSet(ds)
 	if err != nil {
 		return nil, err

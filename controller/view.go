@@ -147,8 +147,8 @@ type setView struct {
 	strategy placement.Strategy
 	hash     string
 	now      time.Time
-	// nodes holds every node of the cluster in lister order, then the gone
-	// nodes that still hold pods, by name.
+	// nodes holds every node of the cluster in the snapshot's order, then
+	// the gone nodes that still hold pods, by name.
 	nodes []nodeState
 	// pods is every pod of the set except those both finished and being
 	// deleted, grouped by node in the order of nodes (each node's window
@@ -171,17 +171,15 @@ type setView struct {
 // grouped by a counting sort into one slice, so a sync allocates the same
 // few slices at any size instead of one per node.
 func buildView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, hash string, now time.Time) *setView {
-	return viewOf(ds, nodes, pods, (*podMemo)(nil).forSelector(labels.Everything()).facts(pods), hash, now)
+	return viewOf(ds, newNodeSnapshot(nodes), pods, (*podMemo)(nil).forSelector(labels.Everything()).facts(pods), hash, now)
 }
 
 // viewOf is buildView on facts already derived: facts[j] are pods[j]'s.
-func viewOf(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, facts []*podFacts, hash string, now time.Time) *setView {
-	v := &setView{ds: ds, strategy: placement.UpdateStrategy(ds), hash: hash, now: now, allPods: pods, nodes: make([]nodeState, len(nodes), len(nodes)+1)}
+func viewOf(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapshot, pods []*corev1.Pod, facts []*podFacts, hash string, now time.Time) *setView {
+	v := &setView{ds: ds, strategy: placement.UpdateStrategy(ds), hash: hash, now: now, allPods: pods, nodes: make([]nodeState, len(nodes.nodes), len(nodes.nodes)+1)}
 	elig := placement.NewEligibility(ds)
-	byName := make(map[string]int32, len(nodes))
-	for i, n := range nodes {
+	for i, n := range nodes.nodes {
 		v.nodes[i] = nodeState{name: n.Name, node: n, decision: elig.ForNode(n)}
-		byName[n.Name] = int32(i)
 	}
 
 	// The node index of each pod: skip (deleted and finished), unknown
@@ -194,7 +192,7 @@ func viewOf(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev
 		if f.done() {
 			continue
 		}
-		switch i, known := byName[f.target]; {
+		switch i, known := f.nodeAt(nodes); {
 		case f.target == "":
 			at[j] = none
 		case known:
@@ -206,15 +204,16 @@ func viewOf(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev
 	}
 	if len(goneNames) > 0 {
 		sort.Strings(goneNames)
+		goneAt := make(map[string]int32, len(goneNames))
 		for _, name := range goneNames {
-			if _, ok := byName[name]; !ok {
-				byName[name] = int32(len(v.nodes))
+			if _, ok := goneAt[name]; !ok {
+				goneAt[name] = int32(len(v.nodes))
 				v.nodes = append(v.nodes, nodeState{name: name, decision: placement.Decision{Reason: reasonNodeGone}})
 			}
 		}
 		for j := range at {
 			if at[j] == gone {
-				at[j] = byName[facts[j].target]
+				at[j] = goneAt[facts[j].target]
 			}
 		}
 	}
