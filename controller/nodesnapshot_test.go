@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // The node snapshot is listed again after every node event and never
@@ -90,5 +91,32 @@ func TestPodIsPlacedAgainInANewSnapshot(t *testing.T) {
 	f.target = "a" // never happens to a memo's facts; shows the answer is kept
 	if i, _ := f.nodeAt(after); i != 0 {
 		t.Fatalf("looked up again in the same snapshot: at %d, want the kept 0", i)
+	}
+}
+
+// A set's decisions are kept for the same nodes and version of the set,
+// and made again when either changes.
+func TestDecisionsAreKeptPerSnapshotAndVersion(t *testing.T) {
+	memo := (*podMemo)(nil).forSelector(labels.Everything())
+	nodes := newNodeSnapshot([]*corev1.Node{newNode("a", map[string]string{"role": "gpu"}), newNode("b", nil)})
+	ds := newSet("agent")
+	first := memo.decisions(ds, nodes)
+	if !first[0].ShouldRun || !first[1].ShouldRun {
+		t.Fatalf("decisions %+v, want both nodes to run the set", first)
+	}
+	if again := memo.decisions(ds, nodes); &again[0] != &first[0] {
+		t.Error("decided again with neither the nodes nor the set changed")
+	}
+
+	gpuOnly := ds.DeepCopy()
+	gpuOnly.ResourceVersion = "2"
+	gpuOnly.Spec.Template.Spec.NodeSelector = map[string]string{"role": "gpu"}
+	if d := memo.decisions(gpuOnly, nodes); !d[0].ShouldRun || d[1].ShouldRun {
+		t.Errorf("after the set's new version selects gpu nodes: %+v, want a only", d)
+	}
+
+	more := newNodeSnapshot(append([]*corev1.Node{newNode("c", map[string]string{"role": "gpu"})}, nodes.nodes...))
+	if d := memo.decisions(gpuOnly, more); len(d) != 3 || !d[0].ShouldRun {
+		t.Errorf("on a snapshot with gpu node c first: %+v, want c to run it", d)
 	}
 }

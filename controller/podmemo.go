@@ -5,7 +5,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement"
 )
 
@@ -64,6 +66,40 @@ type podMemo struct {
 	// it up by revision, which reads the string's bytes. Interned, those
 	// are a few strings the cache holds, not one in each pod.
 	hashes map[string]string
+	// decided is the set's eligibility on each node of a snapshot, kept
+	// for the next sync on the same snapshot and version of the set
+	// (decisions).
+	decided decisions
+}
+
+// decisions is a set's eligibility on each node of one node snapshot,
+// made for one version of the set.
+type decisions struct {
+	nodes    *nodeSnapshot
+	uid      types.UID
+	version  string // the set's resourceVersion
+	forNodes []placement.Decision
+}
+
+// decisions returns the set's eligibility on each node of nodes, in their
+// order. Most syncs of a rolling update find neither the nodes nor the
+// set changed since the last one (the set's status is written at most
+// once a second while counts move), and deciding again for every node
+// means matching its labels and taints each time. A new version of the
+// set is decided afresh even if only its status changed: the version is
+// the one key that is sure to move with the template.
+func (m *podMemo) decisions(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapshot) []placement.Decision {
+	d := &m.decided
+	if d.nodes == nodes && d.uid == ds.UID && d.version == ds.ResourceVersion && ds.ResourceVersion != "" {
+		return d.forNodes
+	}
+	elig := placement.NewEligibility(ds)
+	forNodes := make([]placement.Decision, len(nodes.nodes))
+	for i, n := range nodes.nodes {
+		forNodes[i] = elig.ForNode(n)
+	}
+	*d = decisions{nodes: nodes, uid: ds.UID, version: ds.ResourceVersion, forNodes: forNodes}
+	return forNodes
 }
 
 // forSelector returns the memo to use with sel: m, or a new memo if m is

@@ -177,7 +177,7 @@ func (c *Controller) readView(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapsh
 	if err != nil {
 		return nil, err
 	}
-	return viewOf(ds, nodes, pods, memo.facts(pods), hash, c.clock.Now()), nil
+	return viewOf(ds, nodes, pods, memo, hash, c.clock.Now()), nil
 }
 
 // createOnBareNodes creates the pods of the nodes that should run the set

@@ -171,16 +171,18 @@ type setView struct {
 // grouped by a counting sort into one slice, so a sync allocates the same
 // few slices at any size instead of one per node.
 func buildView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, hash string, now time.Time) *setView {
-	return viewOf(ds, newNodeSnapshot(nodes), pods, (*podMemo)(nil).forSelector(labels.Everything()).facts(pods), hash, now)
+	return viewOf(ds, newNodeSnapshot(nodes), pods, (*podMemo)(nil).forSelector(labels.Everything()), hash, now)
 }
 
-// viewOf is buildView on facts already derived: facts[j] are pods[j]'s.
-func viewOf(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapshot, pods []*corev1.Pod, facts []*podFacts, hash string, now time.Time) *setView {
+// viewOf is buildView on the set's memo: the pods' facts and the nodes'
+// decisions are derived only where the memo has none yet.
+func viewOf(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapshot, pods []*corev1.Pod, memo *podMemo, hash string, now time.Time) *setView {
 	v := &setView{ds: ds, strategy: placement.UpdateStrategy(ds), hash: hash, now: now, allPods: pods, nodes: make([]nodeState, len(nodes.nodes), len(nodes.nodes)+1)}
-	elig := placement.NewEligibility(ds)
+	decisions := memo.decisions(ds, nodes)
 	for i, n := range nodes.nodes {
-		v.nodes[i] = nodeState{name: n.Name, node: n, decision: elig.ForNode(n)}
+		v.nodes[i] = nodeState{name: n.Name, node: n, decision: decisions[i]}
 	}
+	facts := memo.facts(pods)
 
 	// The node index of each pod: skip (deleted and finished), unknown
 	// until the gone nodes are placed, or none (names no node).
