@@ -69,12 +69,12 @@ type podMemo struct {
 	// decided is the set's eligibility on each node of a snapshot, kept
 	// for the next sync on the same snapshot and version of the set
 	// (decisions).
-	decided decisions
+	decided nodeDecisions
 }
 
-// decisions is a set's eligibility on each node of one node snapshot,
+// nodeDecisions is a set's eligibility on each node of one node snapshot,
 // made for one version of the set.
-type decisions struct {
+type nodeDecisions struct {
 	nodes    *nodeSnapshot
 	uid      types.UID
 	version  string // the set's resourceVersion
@@ -98,7 +98,7 @@ func (m *podMemo) decisions(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapshot
 	for i, n := range nodes.nodes {
 		forNodes[i] = elig.ForNode(n)
 	}
-	*d = decisions{nodes: nodes, uid: ds.UID, version: ds.ResourceVersion, forNodes: forNodes}
+	*d = nodeDecisions{nodes: nodes, uid: ds.UID, version: ds.ResourceVersion, forNodes: forNodes}
 	return forNodes
 }
 

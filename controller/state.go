@@ -208,7 +208,8 @@ func (s *setStates) slowStart(key cache.ObjectName) (n int) {
 	return n
 }
 
-// synced records how long the set's snapshot took to build.
+// synced records how long the set's snapshot took to build and how many
+// nodes and pods it held (pacing.Pacer.Synced).
 func (s *setStates) synced(key cache.ObjectName, cost time.Duration, size int) {
 	s.with(key, func(st *setState) { s.pacer.Synced(&st.pace, cost, size) })
 }
