@@ -8,8 +8,11 @@
 // (sync.go) reads the set from the cache, finds or makes its current
 // ControllerRevision (history.go), checks that the pod changes it asked for
 // have shown in the cache (expectations.go), and builds one snapshot of the
-// set's nodes and pods (view.go). Pure functions decide over that snapshot
-// (planNode in manage.go, planRollingUpdate in rollingupdate.go,
+// set's nodes and pods (view.go). On it the sync makes its two decisions
+// once (setView.decide): the rollout's verdict against its failure policy
+// (failure.go), and the rollout policy under that verdict (rolloutPolicy);
+// every later step reads those two. Pure functions decide over that
+// snapshot (planNode in manage.go, planRollingUpdate in rollingupdate.go,
 // computeStatus in status.go); syncNodes (syncnodes.go) sends the creates
 // and deletes through a PodControl (podcontrol.go), and the status goes out
 // through the status subresource.

@@ -150,8 +150,9 @@ type verdict struct {
 	// stopped is true while the rollout is paused by a failure: the
 	// rolling update replaces no pod, as when paused by hand.
 	stopped bool
-	// rollbackTo is the revision to put back now (action Rollback, on the
-	// sync that finds the failure); nil otherwise.
+	// rollbackTo is the revision to put back (action Rollback, on the
+	// sync that finds the failure); nil otherwise. A sync that does not
+	// act leaves it to the next that does, and records nothing.
 	rollbackTo *revisionRef
 	// fresh is true on the sync that found the failure: the event and the
 	// metric are for it.
@@ -171,8 +172,10 @@ type revisionRef struct {
 // rollback went to) and the user has not resumed it; a new template clears
 // it. A rollout stops when failedPods pods of the update revision fail and
 // the user has not resumed this revision. A Rollback goes to the set's
-// availableRevision if history still holds it, and pauses otherwise.
-func judge(v *setView, revisions map[string]int64) *verdict {
+// availableRevision if history still holds it, and pauses otherwise. A
+// rollback is a write of the set, so only a sync that acts (v.acts) finds
+// one; the others see the failing pods and wait for it.
+func judge(v *setView) *verdict {
 	ds := v.ds
 	s := &v.strategy
 	out := &verdict{}
@@ -204,19 +207,24 @@ func judge(v *setView, revisions map[string]int64) *verdict {
 		Action:   everynodev1alpha1.RolloutFailurePause,
 		Time:     metav1.NewTime(v.now),
 		Message: fmt.Sprintf("%d %s of revision %d failing: %s", len(out.failing), plural(len(out.failing), "pod", "pods"),
-			revisions[v.hash], describeFailing(out.failing)),
+			v.revisions[v.hash], describeFailing(out.failing)),
 	}
-	out.fresh = true
 	if s.OnFailure.Action == everynodev1alpha1.RolloutFailureRollback {
 		target := ds.Status.AvailableRevision
-		if n, ok := revisions[target]; ok && target != v.hash {
+		if n, ok := v.revisions[target]; ok && target != v.hash {
+			out.rollbackTo = &revisionRef{hash: target, number: n}
+			if !v.acts {
+				// Found, not yet recorded or reported: the sync that acts
+				// does both.
+				return out
+			}
 			rec.Action, rec.RolledBackTo = everynodev1alpha1.RolloutFailureRollback, target
 			rec.Message += fmt.Sprintf("; rolled back to revision %d", n)
-			out.record, out.rollbackTo = rec, &revisionRef{hash: target, number: n}
+			out.record, out.fresh = rec, true
 			return out
 		}
 		rec.Message += "; no earlier revision ran available on every node (or history no longer holds it), so the rollout paused instead of rolling back"
 	}
-	out.record, out.stopped = rec, true
+	out.record, out.stopped, out.fresh = rec, true, true
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -170,7 +171,8 @@ func TestJudge(t *testing.T) {
 				pods = append(pods, newPod(ds, name, hash, opts...))
 			}
 			v := buildView(ds, nodes, pods, hash, t0)
-			vd := judge(v, revisions)
+			v.revisions, v.acts = revisions, true
+			vd := judge(v)
 
 			got := ""
 			switch {
@@ -476,12 +478,12 @@ func TestPlanCountsUnavailableOnce(t *testing.T) {
 				}
 				pods = append(pods, newPod(ds, n, h, tc.pods[n]...))
 			}
+			ds := ds.DeepCopy()
+			maxUnavailable := intstr.FromInt(tc.maxUnavailable)
+			ds.Spec.UpdateStrategy.RollingUpdate = &everynodev1alpha1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable}
 			v := buildView(ds, nodes, pods, hash, t0)
-			pol, err := newRolloutPolicy(v, 4)
-			if err != nil {
-				t.Fatal(err)
-			}
-			toDelete, toCreate, _ := planRollingUpdate(v, pol, 4, 0, tc.maxUnavailable)
+			v.decide()
+			toDelete, toCreate, _ := planRollingUpdate(v)
 			var got []string
 			for _, p := range toDelete {
 				got = append(got, p.Annotations[everynodev1alpha1.AnnotationTargetNode])

@@ -40,12 +40,12 @@ type inPlaceRule struct {
 
 // newInPlaceRule returns the rule for v's set, nil when the set does not
 // update in place.
-func newInPlaceRule(v *setView, old []*appsv1.ControllerRevision) *inPlaceRule {
+func newInPlaceRule(v *setView) *inPlaceRule {
 	if !v.strategy.InPlace() {
 		return nil
 	}
-	r := &inPlaceRule{ds: v.ds, gate: v.strategy.InPlaceGate(), revs: make(map[string]*appsv1.ControllerRevision, len(old)), verdicts: map[string]bool{}}
-	for _, rev := range old {
+	r := &inPlaceRule{ds: v.ds, gate: v.strategy.InPlaceGate(), revs: make(map[string]*appsv1.ControllerRevision, len(v.old)), verdicts: map[string]bool{}}
+	for _, rev := range v.old {
 		r.revs[rev.Labels[revision.HashLabel]] = rev
 	}
 	return r
@@ -104,7 +104,7 @@ func splitInPlace(ctx context.Context, v *setView, rule *inPlaceRule, toDelete [
 // update revision, or old pods it holds (paused, partition, canary,
 // OnDelete). An old pod whose gate is False and that the rollout will
 // update anyway (a patch that failed after its gate closed) stays closed.
-func planGateOpenings(v *setView, holds func(*nodeState) bool) []*daemonPod {
+func planGateOpenings(v *setView) []*daemonPod {
 	var out []*daemonPod
 	for i := range v.nodes {
 		st := &v.nodes[i]
@@ -113,7 +113,7 @@ func planGateOpenings(v *setView, holds func(*nodeState) bool) []*daemonPod {
 			if !p.gated || p.gateOpen() || p.deleting || (p.inPlace != nil && !p.inPlaceDone) {
 				continue
 			}
-			if p.updated(v.hash) || holds(st) {
+			if p.updated(v.hash) || v.holdOf(st) != holdNone {
 				out = append(out, p)
 			}
 		}
@@ -210,18 +210,7 @@ func (c *Controller) openGates(ctx context.Context, v *setView) error {
 	if v.gated == 0 {
 		return nil
 	}
-	var pol *rolloutPolicy
-	holds := func(st *nodeState) bool {
-		if pol == nil {
-			var err error
-			if pol, err = newRolloutPolicy(v, v.desiredCount()); err != nil {
-				// An invalid policy replaces nothing: it holds every pod.
-				pol = &rolloutPolicy{onDelete: true}
-			}
-		}
-		return pol.holdOf(st) != holdNone
-	}
-	pods := planGateOpenings(v, holds)
+	pods := planGateOpenings(v)
 	if len(pods) == 0 {
 		return nil
 	}

@@ -316,7 +316,8 @@ func TestGateOpenings(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			v := buildView(ds, []*corev1.Node{newNode("n", nil)}, []*corev1.Pod{tc.pod}, hash, t0)
-			got := planGateOpenings(v, func(*nodeState) bool { return tc.held })
+			v.policy = &rolloutPolicy{paused: tc.held}
+			got := planGateOpenings(v)
 			if (len(got) == 1) != tc.want {
 				t.Errorf("opens %d gates, want open = %v", len(got), tc.want)
 			}

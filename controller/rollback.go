@@ -39,10 +39,10 @@ func (c *Controller) reportStop(ctx context.Context, v *setView) {
 // status first, so the syncs of the rolled-back template find it and say
 // why the set went back. A template changed meanwhile (a conflict) wins:
 // the next sync judges again.
-func (c *Controller) rollBack(ctx context.Context, v *setView, old []*appsv1.ControllerRevision) error {
+func (c *Controller) rollBack(ctx context.Context, v *setView) error {
 	ds, to := v.ds, v.verdict.rollbackTo
 	var target *appsv1.ControllerRevision
-	for _, r := range old {
+	for _, r := range v.old {
 		if r.Labels[revision.HashLabel] == to.hash {
 			target = r
 			break

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,48 +20,80 @@ const (
 	holdNone hold = iota
 	// holdOnDelete: the strategy is OnDelete; only a deleted pod comes back new.
 	holdOnDelete
-	// holdPaused: rollingUpdate.paused.
+	// holdInvalid: the strategy does not parse (rolloutPolicy.invalid).
+	holdInvalid
+	// holdPaused: rollingUpdate.paused, or the rollout stopped itself.
 	holdPaused
 	// holdCanary: the node does not match rollingUpdate.nodeSelector.
 	holdCanary
 	// holdPartition: the node is one of the `partition` kept on the old revision.
 	holdPartition
+	numHolds
 )
 
-// rolloutPolicy holds everynode's additions to upstream's rolling update:
-// which nodes it may replace pods on. Nodes without a pod are not its
-// business: the manage step always creates the newest revision there.
+// rolloutPolicy is how one sync's rolling update may replace pods: the
+// strategy's limits scaled to the nodes that should run the set, and
+// everynode's additions to upstream (pause, the canary selector, the
+// partition). A sync builds it once, after the verdict, since a rollout
+// stopped by its failure policy holds like one paused by hand; the rolling
+// update, the gate openings and the status all read this one.
+//
+// A strategy that does not parse (a maxSurge, maxUnavailable or partition
+// that is no number or percentage, a canary selector that does not
+// convert) holds every old pod, as a pause does. Validation refuses such a
+// strategy, so only a set stored around it gets here; then Progressing is
+// False with reason InvalidUpdateStrategy, and the sync returns the error
+// so it is retried with backoff. Nodes without a pod are not the policy's
+// business: the manage step creates the update revision there regardless.
 type rolloutPolicy struct {
 	onDelete bool
 	paused   bool
+	// invalid is why the strategy could not be read; nil when it could.
+	invalid error
 	// canary is nil when every node may be updated.
 	canary labels.Selector
-	// kept are the nodes partition keeps on their old revision.
-	kept map[string]bool
+	// keep is how many nodes the partition keeps on an old revision.
+	keep                     int
+	desired                  int
+	maxSurge, maxUnavailable int
 }
 
-// newRolloutPolicy reads the policy of v's set. The partition keeps the
-// highest-named nodes among those that still run only an old pod: choosing
-// among the old ones (rather than among all nodes) keeps exactly
-// `partition` nodes old when a kept node's pod is recreated new or a node
-// joins, and choosing by name makes the choice stable from sync to sync.
-func newRolloutPolicy(v *setView, desired int) (*rolloutPolicy, error) {
+// newRolloutPolicy reads v's strategy against v's verdict.
+func newRolloutPolicy(v *setView) *rolloutPolicy {
 	s := &v.strategy
+	p := &rolloutPolicy{desired: v.desiredCount()}
 	if !s.RollingUpdate() {
-		return &rolloutPolicy{onDelete: true}, nil
+		p.onDelete = true
+		return p
 	}
-	// A rollout paused by its failure policy holds like one paused by hand.
-	p := &rolloutPolicy{paused: s.Paused || (v.verdict != nil && v.verdict.stopped)}
+	p.paused = s.Paused || (v.verdict != nil && v.verdict.stopped)
+	var errs []error
+	var err error
+	if p.maxSurge, p.maxUnavailable, err = s.Limits(p.desired); err != nil {
+		errs = append(errs, err)
+	}
+	if p.keep, err = s.Kept(p.desired); err != nil {
+		errs = append(errs, err)
+	}
 	if s.NodeSelector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(s.NodeSelector)
-		if err != nil {
-			return nil, fmt.Errorf("invalid rollingUpdate.nodeSelector: %w", err)
+		if p.canary, err = metav1.LabelSelectorAsSelector(s.NodeSelector); err != nil {
+			errs = append(errs, fmt.Errorf("invalid rollingUpdate.nodeSelector: %w", err))
 		}
-		p.canary = sel
 	}
-	keep, err := s.Kept(desired)
-	if err != nil || keep == 0 {
-		return p, err
+	p.invalid = errors.Join(errs...)
+	return p
+}
+
+// keptNodes are the nodes of v the partition keeps on their old revision:
+// the highest-named among those that run only an old pod. Choosing among
+// the old ones (rather than among all nodes) keeps exactly `partition`
+// nodes old when a kept node's pod is recreated new or a node joins, and
+// choosing by name makes the choice stable from sync to sync. It is read
+// from each view the sync reads, since the manage step may have changed
+// which nodes run only an old pod.
+func (p *rolloutPolicy) keptNodes(v *setView) map[string]bool {
+	if p.keep == 0 || p.onDelete || p.invalid != nil {
+		return nil
 	}
 	var old []string
 	for i := range v.nodes {
@@ -75,27 +106,35 @@ func newRolloutPolicy(v *setView, desired int) (*rolloutPolicy, error) {
 		}
 	}
 	sort.Strings(old)
-	p.kept = make(map[string]bool, keep)
-	for _, n := range old[max(0, len(old)-keep):] {
-		p.kept[n] = true
+	kept := make(map[string]bool, p.keep)
+	for _, n := range old[max(0, len(old)-p.keep):] {
+		kept[n] = true
 	}
-	return p, nil
+	return kept
 }
 
 // holdOf says whether, and why, the rolling update must leave st alone.
-func (p *rolloutPolicy) holdOf(st *nodeState) hold {
+func (v *setView) holdOf(st *nodeState) hold {
+	p := v.policy
 	switch {
 	case p.onDelete:
 		return holdOnDelete
+	case p.invalid != nil:
+		return holdInvalid
 	case p.paused:
 		return holdPaused
 	case p.canary != nil && st.node != nil && !p.canary.Matches(labels.Set(st.node.Labels)):
 		return holdCanary
-	case p.kept[st.name]:
+	case v.kept[st.name]:
 		return holdPartition
 	}
 	return holdNone
 }
+
+// halted reports whether the rollout replaces no pod on any node for a
+// reason of its own (paused, stopped by its failure policy, or an
+// unreadable strategy): its progress deadline does not run.
+func (p *rolloutPolicy) halted() bool { return p.paused || p.invalid != nil }
 
 // desiredCount is how many nodes should run the set.
 func (v *setView) desiredCount() int {
@@ -124,8 +163,8 @@ func sortedPods(in []nodePod, n int) []*corev1.Pod {
 }
 
 // planRollingUpdate is upstream's rollingUpdate as a pure function: the old
-// pods to delete and the nodes to create a new pod on, within maxSurge and
-// maxUnavailable, skipping the nodes pol holds; held counts the outdated
+// pods to delete and the nodes to create a new pod on, within the policy's
+// maxSurge and maxUnavailable, skipping the nodes it holds; held counts the outdated
 // pods those limits leave for a later step, which a pod turning ready
 // lets go. Where upstream picks among candidates in map order, this picks
 // them by node name.
@@ -138,7 +177,12 @@ func sortedPods(in []nodePod, n int) []*corev1.Pod {
 // With surge: a new pod is created next to an old one on up to maxSurge
 // nodes (at once where the old one is unavailable); the old pod is deleted
 // when the new one is available.
-func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUnavailable int) (toDelete []*corev1.Pod, toCreate []string, held int) {
+func planRollingUpdate(v *setView) (toDelete []*corev1.Pod, toCreate []string, held int) {
+	pol := v.policy
+	if pol.onDelete || pol.invalid != nil {
+		return nil, nil, 0
+	}
+	desired, maxSurge, maxUnavailable := pol.desired, pol.maxSurge, pol.maxUnavailable
 	available := func(pod *daemonPod) bool {
 		return pod.available(v.ds.Spec.MinReadySeconds, v.now)
 	}
@@ -167,7 +211,7 @@ func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUna
 				if !oldAvailable {
 					numUnavailable++
 				}
-				if pol.holdOf(st) != holdNone {
+				if v.holdOf(st) != holdNone {
 					continue
 				}
 				if !oldAvailable {
@@ -207,7 +251,7 @@ func planRollingUpdate(v *setView, pol *rolloutPolicy, desired, maxSurge, maxUna
 		case oldPod == nil:
 			// Manage creates here.
 		case newPod == nil:
-			if pol.holdOf(st) != holdNone {
+			if v.holdOf(st) != holdNone {
 				continue
 			}
 			switch {
@@ -249,23 +293,19 @@ func upTo[T any](s []T, n int) ([]T, int) {
 
 // rollingUpdate replaces old pods within the limits of the strategy,
 // updating them in place where the strategy asks for it and their revision
-// allows it (old are the set's older revisions).
-func (c *Controller) rollingUpdate(ctx context.Context, v *setView, old []*appsv1.ControllerRevision) error {
-	desired := v.desiredCount()
-	maxSurge, maxUnavailable, err := v.strategy.Limits(desired)
-	if err != nil {
-		return err
+// allows it. A strategy that does not parse replaces nothing
+// (rolloutPolicy).
+func (c *Controller) rollingUpdate(ctx context.Context, v *setView) error {
+	if v.policy.invalid != nil {
+		return nil
 	}
-	pol, err := newRolloutPolicy(v, desired)
-	if err != nil {
-		return err
-	}
-	toDelete, toCreate, held := planRollingUpdate(v, pol, desired, maxSurge, maxUnavailable)
+	maxSurge, maxUnavailable := v.policy.maxSurge, v.policy.maxUnavailable
+	toDelete, toCreate, held := planRollingUpdate(v)
 	var toUpdate []*daemonPod
 	if maxSurge == 0 {
 		// With surge a new pod runs beside the old one: nothing to patch.
 		// Validation keeps maxSurge 0 for sets that update in place.
-		toDelete, toUpdate = splitInPlace(ctx, v, newInPlaceRule(v, old), toDelete)
+		toDelete, toUpdate = splitInPlace(ctx, v, newInPlaceRule(v), toDelete)
 	}
 	// At most burstReplicas of each a sync, as syncNodes and updateInPlace
 	// send; and behind every request for a node without a pod, of any set:
@@ -283,7 +323,7 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *setView, old []*appsv
 		klog.FromContext(ctx).V(4).Info("Rolling update step", "daemonset", klog.KObj(v.ds),
 			"maxSurge", maxSurge, "maxUnavailable", maxUnavailable, "delete", len(toDelete), "create", len(toCreate), "inPlace", len(toUpdate), "waitForTokens", retry)
 	}
-	err = errors.Join(c.updateInPlace(ctx, v, toUpdate), c.syncNodes(ctx, v.ds, toDelete, toCreate, v.hash))
+	err := errors.Join(c.updateInPlace(ctx, v, toUpdate), c.syncNodes(ctx, v.ds, toDelete, toCreate, v.hash))
 	c.state.budgetBound(key, retry)
 	// Everything planned went out and the limits hold the rest back: the
 	// next step waits for a pod to turn ready, so that event syncs at once.

@@ -463,3 +463,41 @@ func TestRollingUpdateSendsWhatTheBudgetHasFree(t *testing.T) {
 		t.Error("the rollout sent all it planned, yet its pod events still wait for tokens")
 	}
 }
+
+// A strategy that does not parse (here a partition, stored around
+// validation) has one behaviour everywhere: the rollout replaces no old
+// pod, a new node still gets the update revision, Progressing says why,
+// and the sync fails so it is retried.
+func TestInvalidStrategyHoldsEveryOldPod(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 2)
+	ds := newSet("agent")
+	oldHash := addSetWithRevision(f, ds)
+	f.add(newPod(ds, "node-0", oldHash), newPod(ds, "node-1", oldHash))
+	ds = f.changeTemplate(ds, "agent:2")
+	bad, room := intstr.FromString("half"), intstr.FromInt(3)
+	ds = f.set(ds).DeepCopy()
+	// Room enough for every old pod to go at once, were it not held.
+	ds.Spec.UpdateStrategy.RollingUpdate.Partition, ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = &bad, &room
+	f.update(ds)
+	f.add(newNode("node-new", nil))
+
+	for i := 0; i < 3; i++ {
+		err := f.sync(ds)
+		if err == nil || !strings.Contains(err.Error(), "rollingUpdate.partition") {
+			t.Fatalf("sync %d: error %v, want the partition's", i, err)
+		}
+		if d := f.podDeletes(); len(d) > 0 {
+			t.Fatalf("sync %d deleted %v under a strategy that does not parse", i, d)
+		}
+		f.syncCaches()
+	}
+	updated, old, _ := f.podsByRevision(revisionHash(ds), 3)
+	if !reflect.DeepEqual(updated, []string{"node-new"}) || !reflect.DeepEqual(old, []string{"node-0", "node-1"}) {
+		t.Errorf("updated %v old %v, want only the new node's pod new", updated, old)
+	}
+	c := progressing(f.set(ds))
+	if c.Status != metav1.ConditionFalse || c.Reason != everynodev1alpha1.ReasonInvalidUpdateStrategy || !strings.Contains(c.Message, "half") {
+		t.Errorf("Progressing = %s/%s (%s), want False/%s naming the value", c.Status, c.Reason, c.Message, everynodev1alpha1.ReasonInvalidUpdateStrategy)
+	}
+}

@@ -25,8 +25,8 @@ type rollout struct {
 	// pending counts nodes still to be brought to an available pod of the
 	// update revision.
 	pending int
-	// held counts nodes the policy keeps on an old revision.
-	held [holdPartition + 1]int
+	// held counts nodes the policy keeps on an old revision, by why.
+	held [numHolds]int
 }
 
 // revisionNumbers maps the hashes of a set's revisions to their numbers.
@@ -39,39 +39,83 @@ func revisionNumbers(cur *appsv1.ControllerRevision, old []*appsv1.ControllerRev
 	return revisions
 }
 
+// statusReport is what the status pass finds in a sync's view.
+type statusReport struct {
+	status everynodev1alpha1.DaemonSetStatus
+	// atRest: every node that should run the set has an available pod of
+	// the update revision, or one the policy keeps on an older revision.
+	atRest bool
+	// recheck is the earliest time the status changes with no event to
+	// say so: a pod turning available after minReadySeconds, the progress
+	// deadline passing, a pod of the update revision starting to fail by
+	// its deadline. Zero if none.
+	recheck time.Time
+}
+
+// tally is the pass over the view's nodes that the status counts from.
+type tally struct {
+	ro       rollout
+	ts       troubles
+	excluded taintExclusions
+	// nextAvailable is when the next ready pod becomes available (zero if
+	// none).
+	nextAvailable time.Time
+}
+
 // computeStatus is the set's status as seen in v, as upstream
 // updateDaemonSetStatus counts it (per node, from its oldest pod), plus
-// everynode's revisions and conditions. observe raises observedGeneration:
-// only a sync that acted on the current spec may. revisions maps the hashes
-// of the set's revisions to their numbers, for currentRevision. It also
-// returns when the next ready pod becomes available (zero if none), for a
-// requeue, and whether the set is at rest: every node that should run it
-// has an available pod of the update revision, or one the policy keeps on
-// an older revision.
-func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, observe bool) (st everynodev1alpha1.DaemonSetStatus, nextAvailable time.Time, atRest bool) {
-	ds := v.ds
-	st = everynodev1alpha1.DaemonSetStatus{
+// everynode's revisions and conditions. Only a sync that acts on the
+// current spec (v.acts) raises observedGeneration.
+func computeStatus(v *setView) statusReport {
+	ds, vd := v.ds, v.verdict
+	st := everynodev1alpha1.DaemonSetStatus{
 		ObservedGeneration: ds.Status.ObservedGeneration,
 		CollisionCount:     ds.Status.CollisionCount,
 		UpdateRevision:     v.hash,
 		Conditions:         append([]metav1.Condition(nil), ds.Status.Conditions...),
 		AvailableRevision:  ds.Status.AvailableRevision,
 		ProgressTime:       ds.Status.ProgressTime,
+		RolloutFailure:     vd.record,
 	}
-	vd := v.verdict
-	if vd == nil {
-		vd = &verdict{}
-	}
-	st.RolloutFailure = vd.record
-	if observe {
+	if v.acts {
 		st.ObservedGeneration = ds.Generation
 	}
-	var (
-		ts       troubles
-		ro       rollout
-		excluded taintExclusions
-	)
-	minReady := ds.Spec.MinReadySeconds
+	t := countNodes(v, &st)
+	st.NumberUnavailable = st.DesiredNumberScheduled - st.NumberAvailable
+	st.CurrentRevision = currentRevision(v)
+	if t.ro.pending == 0 && st.DesiredNumberScheduled > 0 && st.UpdatedNumberScheduled == st.DesiredNumberScheduled && st.NumberAvailable == st.DesiredNumberScheduled {
+		st.AvailableRevision = v.hash
+	}
+
+	now := metav1.NewTime(v.now)
+	halted := v.policy.halted()
+	if madeProgress(&ds.Status, &st, halted) {
+		st.ProgressTime = &now
+	}
+	dl := deadlineOf(v, &st, &t.ro)
+	recheck := earliest(t.nextAvailable, dl.at)
+	if v.strategy.OnFailure != nil && !halted {
+		recheck = earliest(recheck, vd.next)
+	}
+	meta.SetStatusCondition(&st.Conditions, availableCondition(&st, &t.ts, now))
+	failing := vd.failing
+	if dl.exceeded && failing == nil {
+		failing, _ = failingPods(v, failureRules(&v.strategy), v.strategy.ProgressDeadline)
+	}
+	meta.SetStatusCondition(&st.Conditions, progressingCondition(&st, t, v.policy, vd, failing, dl, now))
+	if c, ok := t.excluded.condition(st.ObservedGeneration, now); ok {
+		meta.SetStatusCondition(&st.Conditions, c)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, everynodev1alpha1.ConditionNodesExcluded)
+	}
+	return statusReport{status: st, atRest: t.ro.pending == 0, recheck: recheck}
+}
+
+// countNodes counts the nodes of v into st's numbers, and tallies where
+// the rollout stands and why nodes lack an available pod.
+func countNodes(v *setView, st *everynodev1alpha1.DaemonSetStatus) *tally {
+	t := &tally{}
+	minReady := v.ds.Spec.MinReadySeconds
 	for i := range v.nodes {
 		ns := &v.nodes[i]
 		if ns.node == nil {
@@ -84,16 +128,16 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 			if scheduled {
 				st.NumberMisscheduled++
 			}
-			excluded.add(ds, ns)
+			t.excluded.add(v.ds, ns)
 			continue
 		}
 		st.DesiredNumberScheduled++
 		if !scheduled {
-			ro.pending++
+			t.ro.pending++
 			if !nodeReady(ns.node) {
-				ts.add(troubleNodeNotReady, ns.name)
+				t.ts.add(troubleNodeNotReady, ns.name)
 			} else {
-				ts.add(troubleMissing, ns.name)
+				t.ts.add(troubleMissing, ns.name)
 			}
 			continue
 		}
@@ -112,74 +156,53 @@ func computeStatus(v *setView, pol *rolloutPolicy, revisions map[string]int64, o
 			// Any pod of the node turning available matters, not only the
 			// oldest: a surge pod's availability frees its old pod.
 			for j := range ns.pods {
-				if at, ok := ns.pods[j].availableAt(minReady); ok && at.After(v.now) && (nextAvailable.IsZero() || at.Before(nextAvailable)) {
-					nextAvailable = at
+				if at, ok := ns.pods[j].availableAt(minReady); ok && at.After(v.now) {
+					t.nextAvailable = earliest(t.nextAvailable, at)
 				}
 			}
 		}
 		if !available {
-			t := classify(ns.node, pod.Pod, ready)
+			tr := classify(ns.node, pod.Pod, ready)
 			name := pod.Name
-			if troubleInfo[t].nodes {
+			if troubleInfo[tr].nodes {
 				name = ns.name
 			}
-			ts.add(t, name)
+			t.ts.add(tr, name)
 		}
 		updated := pod.updated(v.hash)
 		if updated {
 			st.UpdatedNumberScheduled++
 		}
-		switch h := pol.holdOf(ns); {
+		switch h := v.holdOf(ns); {
 		case updated && available:
 		case !updated && h != holdNone:
-			ro.held[h]++
+			t.ro.held[h]++
 		default:
-			ro.pending++
+			t.ro.pending++
 		}
 	}
-	st.NumberUnavailable = st.DesiredNumberScheduled - st.NumberAvailable
-	st.CurrentRevision = currentRevision(v, revisions)
-	if ro.pending == 0 && st.DesiredNumberScheduled > 0 && st.UpdatedNumberScheduled == st.DesiredNumberScheduled && st.NumberAvailable == st.DesiredNumberScheduled {
-		st.AvailableRevision = v.hash
-	}
+	return t
+}
 
-	now := metav1.NewTime(v.now)
-	paused := pol.paused || vd.stopped
-	if madeProgress(&ds.Status, &st, paused) {
-		st.ProgressTime = &now
+// earliest is the earlier of two times, a zero time counting as none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
 	}
-	dl := deadlineOf(v, &st, &ro, paused)
-	if !dl.at.IsZero() && (nextAvailable.IsZero() || dl.at.Before(nextAvailable)) {
-		nextAvailable = dl.at
-	}
-	if v.strategy.OnFailure != nil && !vd.next.IsZero() && !paused && (nextAvailable.IsZero() || vd.next.Before(nextAvailable)) {
-		nextAvailable = vd.next
-	}
-	meta.SetStatusCondition(&st.Conditions, availableCondition(&st, &ts, now))
-	failing := vd.failing
-	if dl.exceeded && failing == nil {
-		failing, _ = failingPods(v, failureRules(&v.strategy), v.strategy.ProgressDeadline)
-	}
-	meta.SetStatusCondition(&st.Conditions, progressingCondition(&st, &ts, &ro, vd, failing, dl, now))
-	if c, ok := excluded.condition(st.ObservedGeneration, now); ok {
-		meta.SetStatusCondition(&st.Conditions, c)
-	} else {
-		meta.RemoveStatusCondition(&st.Conditions, everynodev1alpha1.ConditionNodesExcluded)
-	}
-	return st, nextAvailable, ro.pending == 0
+	return a
 }
 
 // currentRevision returns the hash of the oldest revision that a live pod
 // of the set still runs, or the update revision if none.
-func currentRevision(v *setView, revisions map[string]int64) string {
-	oldest, oldestNum := v.hash, revisions[v.hash]
+func currentRevision(v *setView) string {
+	oldest, oldestNum := v.hash, v.revisions[v.hash]
 	// v.pods leaves out only pods both deleted and finished: none active.
 	for i := range v.pods {
 		pod := v.pods[i]
 		if !pod.active() {
 			continue
 		}
-		if num, ok := revisions[pod.hash]; ok && num < oldestNum {
+		if num, ok := v.revisions[pod.hash]; ok && num < oldestNum {
 			oldest, oldestNum = pod.hash, num
 		}
 	}
@@ -209,32 +232,33 @@ func availableCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, now
 
 // madeProgress reports whether the rollout moved since the status before:
 // a new update revision, a node gaining an updated pod, a pod turning
-// available, or a resume. The progress deadline counts from the last such
+// available, or a resume (or a strategy fixed). The progress deadline counts from the last such
 // moment. Counts that only go down (pods deleted for the update) are not
 // progress.
-func madeProgress(old, st *everynodev1alpha1.DaemonSetStatus, paused bool) bool {
+func madeProgress(old, st *everynodev1alpha1.DaemonSetStatus, halted bool) bool {
 	if old.ProgressTime == nil || old.UpdateRevision != st.UpdateRevision ||
 		st.UpdatedNumberScheduled > old.UpdatedNumberScheduled || st.NumberAvailable > old.NumberAvailable {
 		return true
 	}
-	if paused {
+	if halted {
 		return false
 	}
 	c := meta.FindStatusCondition(old.Conditions, everynodev1alpha1.ConditionProgressing)
-	return c != nil && (c.Reason == everynodev1alpha1.ReasonPaused || c.Reason == everynodev1alpha1.ReasonRolloutFailing)
+	return c != nil && (c.Reason == everynodev1alpha1.ReasonPaused || c.Reason == everynodev1alpha1.ReasonRolloutFailing ||
+		c.Reason == everynodev1alpha1.ReasonInvalidUpdateStrategy)
 }
 
 // deadline is the progress deadline of a rollout under way: exceeded, or
-// when it will be (zero when it does not apply: no rollout under way,
-// paused, or not a rolling update).
+// when it will be (zero when it does not apply: no rollout under way, a
+// halted policy, or not a rolling update).
 type deadline struct {
 	exceeded bool
 	at       time.Time
 	limit    time.Duration
 }
 
-func deadlineOf(v *setView, st *everynodev1alpha1.DaemonSetStatus, ro *rollout, paused bool) deadline {
-	if paused || ro.pending == 0 || !v.strategy.RollingUpdate() || st.ProgressTime == nil {
+func deadlineOf(v *setView, st *everynodev1alpha1.DaemonSetStatus, ro *rollout) deadline {
+	if v.policy.halted() || ro.pending == 0 || !v.strategy.RollingUpdate() || st.ProgressTime == nil {
 		return deadline{}
 	}
 	limit := v.strategy.ProgressDeadline
@@ -248,7 +272,8 @@ func deadlineOf(v *setView, st *everynodev1alpha1.DaemonSetStatus, ro *rollout, 
 
 // progressingCondition is the Progressing condition; failing names the
 // update revision's failing pods for a deadline that passed.
-func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, ro *rollout, vd *verdict, failing []failingPod, dl deadline, now metav1.Time) metav1.Condition {
+func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, t *tally, pol *rolloutPolicy, vd *verdict, failing []failingPod, dl deadline, now metav1.Time) metav1.Condition {
+	ts, ro := &t.ts, &t.ro
 	c := metav1.Condition{
 		Type:               everynodev1alpha1.ConditionProgressing,
 		ObservedGeneration: st.ObservedGeneration,
@@ -269,6 +294,10 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, r
 		c.Status = metav1.ConditionFalse
 		c.Reason = everynodev1alpha1.ReasonRolloutFailing
 		c.Message = fmt.Sprintf("rollout paused itself: %s; %s; `kubectl everynode rollout resume` goes on anyway, a new template replaces the revision", rec.Message, progress)
+	case pol.invalid != nil:
+		c.Status = metav1.ConditionFalse
+		c.Reason = everynodev1alpha1.ReasonInvalidUpdateStrategy
+		c.Message = fmt.Sprintf("no pod is replaced: %v; %s; %d wait on an older revision", pol.invalid, progress, ro.held[holdInvalid])
 	case ro.held[holdPaused] > 0:
 		c.Status = metav1.ConditionFalse
 		c.Reason = everynodev1alpha1.ReasonPaused
@@ -312,28 +341,22 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, ts *troubles, r
 // rest). A conflict is not retried here with a fresh GET, as
 // upstream does: the cache soon holds the newer set, and the requeued sync
 // writes over it.
-func (c *Controller) updateStatus(ctx context.Context, v *setView, revisions map[string]int64, observe bool) error {
+func (c *Controller) updateStatus(ctx context.Context, v *setView) error {
 	ds := v.ds
-	pol, err := newRolloutPolicy(v, v.desiredCount())
-	if err != nil {
-		// An invalid policy stops the rollout (rollingUpdate reports it);
-		// the counts are still worth writing.
-		pol = &rolloutPolicy{}
-	}
-
-	status, nextAvailable, atRest := computeStatus(v, pol, revisions, observe)
+	report := computeStatus(v)
+	status := report.status
 	warnSkipped := setWebhooksSkipped(&status, ds, c.webhookSkipped[ds.Namespace], metav1.NewTime(v.now))
 	// What this kind never stores must not count as a change.
 	status = c.sets.project(status)
-	if atRest {
+	if report.atRest {
 		// Whatever creates the set needs next (a node joining, a new
 		// revision) starts a new wave, at one pod.
 		c.state.startSlow(cache.MetaObjectToName(ds))
 	}
-	if !nextAvailable.IsZero() {
-		// Notice the pod turning available; the extra second absorbs clock
-		// skew, as upstream.
-		c.enqueueAfter(ds, nextAvailable.Sub(v.now)+time.Second)
+	if !report.recheck.IsZero() {
+		// The extra second absorbs clock skew, as upstream's for a pod
+		// turning available.
+		c.enqueueAfter(ds, report.recheck.Sub(v.now)+time.Second)
 	}
 	if apiequality.Semantic.DeepEqual(ds.Status, status) {
 		return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
@@ -94,38 +93,35 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err := c.releasePods(ctx, v); err != nil {
 		return fmt.Errorf("release pods of DaemonSet %s: %w", key, err)
 	}
-	revisions := revisionNumbers(cur, old)
-	v.verdict = judge(v, revisions)
+	v.old, v.revisions, v.acts = old, revisionNumbers(cur, old), satisfied
+	v.decide()
 	c.state.synced(key, c.clock.Since(start), len(v.nodes)+len(v.pods))
 
-	rollingBack := v.verdict.rollbackTo != nil
-	if !satisfied && rollingBack {
-		// A rollback is a write of the set; it waits for a sync that acts.
-		v.verdict = &verdict{failing: v.verdict.failing, next: v.verdict.next}
-	}
 	// The sync that finds a stop reports it, acting or not: the status it
 	// writes records the stop, and the next sync finds it recorded.
 	c.reportStop(ctx, v)
-	if !satisfied {
+	if !v.acts {
 		// Earlier creations or deletions are not in the cache yet: acting
 		// now could double them. Report what is known, without claiming the
 		// current generation was acted on.
 		creates, deletes, updates := c.state.pending(key)
 		logger.V(4).Info("Waiting for earlier pod changes to show", "creates", creates, "deletes", deletes, "updates", updates)
 		var err error
-		if !rollingBack {
+		if v.verdict.rollbackTo == nil {
+			// A rollback waits for a sync that acts: the pods it wants
+			// are another revision's.
 			err = c.createOnBareNodes(ctx, v, creating)
 		}
-		return errors.Join(err, c.updateStatus(ctx, v, revisions, false))
+		return errors.Join(err, c.updateStatus(ctx, v))
 	}
 
 	if v.verdict.rollbackTo != nil {
 		// The set gets an earlier template; the syncs its change starts
 		// roll that out. Nothing else to do on this one.
-		return c.rollBack(ctx, v, old)
+		return c.rollBack(ctx, v)
 	}
-	err = c.reconcile(ctx, v, key, nodes, memo, old)
-	statusErr := c.updateStatus(ctx, v, revisions, true)
+	err = c.reconcile(ctx, v)
+	statusErr := c.updateStatus(ctx, v)
 	if err != nil && statusErr != nil {
 		logger.Error(statusErr, "Failed to update status")
 	}
@@ -133,8 +129,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 }
 
 // reconcile runs the manage step, then the rolling update, then the
-// revision cleanup.
-func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.ObjectName, nodes *nodeSnapshot, memo *podMemo, old []*appsv1.ControllerRevision) error {
+// gate openings and the revision cleanup. A strategy that does not parse
+// replaces nothing; the rest still runs, and its error is returned last.
+func (c *Controller) reconcile(ctx context.Context, v *setView) error {
 	acted, err := c.manage(ctx, v)
 	if err != nil {
 		return err
@@ -146,28 +143,29 @@ func (c *Controller) reconcile(ctx context.Context, v *setView, key cache.Object
 	// have not come yet, they trigger the next sync, which rolls on.
 	roll := v.strategy.RollingUpdate()
 	if roll && acted {
-		if roll = c.state.satisfied(key); roll {
-			verdict := v.verdict
-			fresh, err := c.readView(v.ds, nodes, memo, v.hash)
+		if roll = c.state.satisfied(cache.MetaObjectToName(v.ds)); roll {
+			fresh, err := c.readView(v.ds, v.from, v.memo, v.hash)
 			if err != nil {
 				return err
 			}
+			fresh.carry(v)
 			v = fresh
-			v.verdict = verdict
 		}
 	}
 	if roll {
-		if err := c.rollingUpdate(ctx, v, old); err != nil {
+		if err := c.rollingUpdate(ctx, v); err != nil {
 			return err
 		}
 	}
 	if err := c.openGates(ctx, v); err != nil {
 		return fmt.Errorf("open in-place readiness gates: %w", err)
 	}
-	if err := c.cleanupHistory(ctx, v.ds, old, v.allPods); err != nil {
+	if err := c.cleanupHistory(ctx, v.ds, v.old, v.allPods); err != nil {
 		return fmt.Errorf("clean up revisions: %w", err)
 	}
-	return nil
+	// A strategy that does not parse replaced nothing: fail the sync, so
+	// it is logged and retried with backoff.
+	return v.policy.invalid
 }
 
 // readView reads the set's pods from the cache and builds the view on

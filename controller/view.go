@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -161,9 +162,45 @@ type setView struct {
 	// gated counts the pods with the in-place readiness gate: a set with
 	// none has no gate to open (openGates).
 	gated int
-	// verdict is the rollout against its failure policy (judge); nil
-	// until judged.
+	// from and memo are what the view was read from, for reading it
+	// again after the manage step (Controller.reread).
+	from *nodeSnapshot
+	memo *podMemo
+
+	// The sync's history, set by the sync before it decides: old are the
+	// set's revisions other than the update revision, revisions the number
+	// of each revision by hash.
+	old       []*appsv1.ControllerRevision
+	revisions map[string]int64
+	// acts is whether the sync acts on the set's current spec: every pod
+	// change it asked for earlier shows in the cache. One that does not
+	// only reports what it knows, and creates on nodes with no pod.
+	acts bool
+
+	// The sync's decisions (decide), made once on its first view and
+	// carried to the views it reads after: verdict is the rollout against
+	// its failure policy, policy the rollout policy under that verdict.
+	// kept is the policy's partition in this view (rolloutPolicy.keptNodes).
 	verdict *verdict
+	policy  *rolloutPolicy
+	kept    map[string]bool
+}
+
+// decide makes the decisions every later step of the sync reads: the
+// verdict first, since a rollout stopped by its failure policy holds like
+// a paused one, then the rollout policy.
+func (v *setView) decide() {
+	v.verdict = judge(v)
+	v.policy = newRolloutPolicy(v)
+	v.kept = v.policy.keptNodes(v)
+}
+
+// carry gives v, read again later in the same sync, the history and the
+// decisions of the sync's first view: the sync decides once.
+func (v *setView) carry(first *setView) {
+	v.old, v.revisions, v.acts = first.old, first.revisions, first.acts
+	v.verdict, v.policy = first.verdict, first.policy
+	v.kept = v.policy.keptNodes(v)
 }
 
 // buildView groups pods by target node and decides eligibility once per
@@ -177,7 +214,7 @@ func buildView(ds *everynodev1alpha1.DaemonSet, nodes []*corev1.Node, pods []*co
 // viewOf is buildView on the set's memo: the pods' facts and the nodes'
 // decisions are derived only where the memo has none yet.
 func viewOf(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapshot, pods []*corev1.Pod, memo *podMemo, hash string, now time.Time) *setView {
-	v := &setView{ds: ds, strategy: placement.UpdateStrategy(ds), hash: hash, now: now, allPods: pods, nodes: make([]nodeState, len(nodes.nodes), len(nodes.nodes)+1)}
+	v := &setView{ds: ds, strategy: placement.UpdateStrategy(ds), hash: hash, now: now, allPods: pods, from: nodes, memo: memo, nodes: make([]nodeState, len(nodes.nodes), len(nodes.nodes)+1)}
 	decisions := memo.decisions(ds, nodes)
 	for i, n := range nodes.nodes {
 		v.nodes[i] = nodeState{name: n.Name, node: n, decision: decisions[i]}

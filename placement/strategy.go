@@ -128,10 +128,10 @@ func (s *Strategy) Limits(desired int) (maxSurge, maxUnavailable int, err error)
 		return 0, 0, nil
 	}
 	if maxSurge, err = intstr.GetScaledValueFromIntOrPercent(&s.MaxSurge, desired, true); err != nil {
-		return 0, 0, fmt.Errorf("invalid rollingUpdate.maxSurge: %w", err)
+		return 0, 0, fmt.Errorf("invalid rollingUpdate.maxSurge %q: %w", s.MaxSurge.String(), err)
 	}
 	if maxUnavailable, err = intstr.GetScaledValueFromIntOrPercent(&s.MaxUnavailable, desired, true); err != nil {
-		return 0, 0, fmt.Errorf("invalid rollingUpdate.maxUnavailable: %w", err)
+		return 0, 0, fmt.Errorf("invalid rollingUpdate.maxUnavailable %q: %w", s.MaxUnavailable.String(), err)
 	}
 	if desired > 0 && maxSurge == 0 && maxUnavailable == 0 {
 		maxUnavailable = 1
@@ -160,7 +160,7 @@ func (s *Strategy) Kept(desired int) (int, error) {
 	}
 	n, err := intstr.GetScaledValueFromIntOrPercent(s.Partition, desired, true)
 	if err != nil {
-		return 0, fmt.Errorf("invalid rollingUpdate.partition: %w", err)
+		return 0, fmt.Errorf("invalid rollingUpdate.partition %q: %w", s.Partition.String(), err)
 	}
 	return n, nil
 }

@@ -55,7 +55,8 @@ func StatusOf(ds *everynodev1alpha1.DaemonSet) (Progress, error) {
 		// As kubectl for a Deployment past its deadline: waiting longer
 		// would not help, say why and fail.
 		if c := currentCondition(ds, everynodev1alpha1.ConditionProgressing); c != nil && c.Status == metav1.ConditionFalse &&
-			(c.Reason == everynodev1alpha1.ReasonRolloutFailing || c.Reason == everynodev1alpha1.ReasonProgressDeadlineExceeded) {
+			(c.Reason == everynodev1alpha1.ReasonRolloutFailing || c.Reason == everynodev1alpha1.ReasonProgressDeadlineExceeded ||
+				c.Reason == everynodev1alpha1.ReasonInvalidUpdateStrategy) {
 			return Progress{Why: why(ds)}, fmt.Errorf("daemon set %q rollout stopped (%s): %s", ds.Name, c.Reason, c.Message)
 		}
 	}

@@ -115,6 +115,11 @@ const (
 	ReasonOnDelete = "OnDelete"
 	// ReasonPaused: Progressing is False because rollingUpdate.paused.
 	ReasonPaused = "Paused"
+	// ReasonInvalidUpdateStrategy: Progressing is False because a field of
+	// updateStrategy does not parse (validation refuses it, so only a set
+	// stored around validation gets here); no old pod is replaced until it
+	// is fixed, and the message says which field.
+	ReasonInvalidUpdateStrategy = "InvalidUpdateStrategy"
 	// ReasonRolloutFailing: Progressing is False because the pods the
 	// rollout updated fail (rollingUpdate.onFailure) and it paused itself;
 	// or, with a rollback, the reason of the Warning event and of
