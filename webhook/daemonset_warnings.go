@@ -20,11 +20,12 @@ func daemonSetWarnings(ds *everynodev1alpha1.DaemonSet) []string {
 	var warnings []string
 	spec := &ds.Spec
 	ruPath := field.NewPath("spec", "updateStrategy", "rollingUpdate")
-	ru := spec.UpdateStrategy.RollingUpdate
+	// Read through placement, as the controller reads it: defaults
+	// applied, so an unset field warns of nothing.
 	strategy := placement.UpdateStrategy(ds)
 
-	if ru != nil && strategy.RollingUpdate() {
-		if ru.MaxSurge != nil && getIntOrPercentValue(*ru.MaxSurge) > 0 {
+	if strategy.RollingUpdate() {
+		if getIntOrPercentValue(strategy.MaxSurge) > 0 {
 			if port, ok := firstHostPort(&spec.Template.Spec); ok {
 				warnings = append(warnings, fmt.Sprintf("%s: the surge pod can never start while the old pod holds %s on the same node, so the update will stall; use maxUnavailable instead",
 					ruPath.Child("maxSurge"), port))
@@ -33,23 +34,21 @@ func daemonSetWarnings(ds *everynodev1alpha1.DaemonSet) []string {
 					ruPath.Child("maxSurge")))
 			}
 		}
-		if ru.MaxUnavailable != nil {
-			if v, isPercent := getPercentValue(*ru.MaxUnavailable); isPercent && v == 100 {
-				warnings = append(warnings, fmt.Sprintf("%s: 100%% lets an update take the daemon down on every node at once", ruPath.Child("maxUnavailable")))
-			}
+		if v, isPercent := getPercentValue(strategy.MaxUnavailable); isPercent && v == 100 {
+			warnings = append(warnings, fmt.Sprintf("%s: 100%% lets an update take the daemon down on every node at once", ruPath.Child("maxUnavailable")))
 		}
-		if ru.Partition != nil {
-			if v, isPercent := getPercentValue(*ru.Partition); isPercent && v == 100 {
+		if strategy.Partition != nil {
+			if v, isPercent := getPercentValue(*strategy.Partition); isPercent && v == 100 {
 				warnings = append(warnings, fmt.Sprintf("%s: 100%% keeps every node on its current revision, so no pod will be updated", ruPath.Child("partition")))
 			}
 		}
-		if ru.NodeSelector != nil && len(ru.NodeSelector.MatchLabels)+len(ru.NodeSelector.MatchExpressions) == 0 {
+		if sel := strategy.NodeSelector; sel != nil && len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
 			warnings = append(warnings, fmt.Sprintf("%s: an empty selector matches every node, so it limits nothing", ruPath.Child("nodeSelector")))
 		}
 	}
 	// maxUnavailable and maxSurge are left out: a set switched from
 	// RollingUpdate keeps their defaults, as an apps/v1 DaemonSet does.
-	if ru != nil && strategy.Type == appsv1.OnDeleteDaemonSetStrategyType && (ru.Partition != nil || ru.NodeSelector != nil || ru.Paused) {
+	if strategy.Type == appsv1.OnDeleteDaemonSetStrategyType && (strategy.Partition != nil || strategy.NodeSelector != nil || strategy.Paused) {
 		warnings = append(warnings, fmt.Sprintf("%s: partition, nodeSelector and paused are ignored when type is OnDelete: pods are replaced only when you delete them", ruPath))
 	}
 	if spec.RevisionHistoryLimit != nil && *spec.RevisionHistoryLimit == 0 {

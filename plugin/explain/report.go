@@ -160,21 +160,22 @@ func describePod(nr *NodeReport, ds *everynodev1alpha1.DaemonSet, pod *corev1.Po
 	hash := pod.Labels[revision.HashLabel]
 	nr.Updated = hash != "" && hash == ds.Status.UpdateRevision
 	if !nr.Updated && ds.Status.UpdateRevision != "" {
-		nr.Update = holdReason(ds, pod)
+		nr.Update = holdReason(ds)
 	}
 }
 
-// holdReason says why a pod may still run an old revision.
-func holdReason(ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod) string {
-	ru := ds.Spec.UpdateStrategy.RollingUpdate
+// holdReason says why a pod may still run an old revision, from the
+// strategy as the controller reads it (placement.UpdateStrategy).
+func holdReason(ds *everynodev1alpha1.DaemonSet) string {
+	s := placement.UpdateStrategy(ds)
 	switch {
-	case ds.Spec.UpdateStrategy.Type == "OnDelete":
-		return "old revision: updateStrategy OnDelete replaces a pod only when it is deleted"
-	case ru != nil && ru.Paused:
+	case !s.RollingUpdate():
+		return "old revision: updateStrategy " + string(s.Type) + " replaces a pod only when it is deleted"
+	case s.Paused:
 		return "old revision: the rollout is paused"
-	case ru != nil && ru.NodeSelector != nil:
+	case s.NodeSelector != nil:
 		return "old revision: outside the canary nodeSelector, or not reached yet"
-	case ru != nil && ru.Partition != nil:
+	case s.Partition != nil:
 		return "old revision: kept by the partition, or not reached yet"
 	}
 	return "old revision: not replaced yet (rolling update in progress)"
