@@ -203,9 +203,8 @@ func (c *Controller) expectPodUpdates(key cache.ObjectName, pods []*daemonPod) [
 // planGateOpenings names, at most burstReplicas a sync. The openings are
 // expected like in-place updates: the set is not synced again until the
 // cache shows each gate open, or the pod gone. Unexpected, a sync that
-// runs before the cache shows them opens them again: at 1,000 nodes 200
-// to 290 of 1,000 gates were opened twice, 3.21-3.30 requests per pod
-// where the floor is 3 (close, patch, open).
+// runs before the cache shows them would open them again: a fourth write
+// per pod where the floor is three (close, patch, open).
 func (c *Controller) openGates(ctx context.Context, v *setView) error {
 	if v.gated == 0 {
 		return nil

@@ -28,10 +28,10 @@ func newNodeSnapshot(nodes []*corev1.Node) *nodeSnapshot {
 // nodeSnapshots keeps the last nodeSnapshot until a node event says the
 // cache changed.
 //
-// Every sync reads every node. At 5,000 nodes, listing them and mapping
-// their names to places was rebuilt by each of a rolling update's 6.5
-// syncs a second: the map's inserts alone were 0.58 s of a 100 s profile
-// (bench/RESULTS.md), for nodes that had not changed since the last sync.
+// Every sync reads every node, and a rolling update syncs several times a
+// second: rebuilding the list and the name map each time showed in
+// profiles of large clusters (bench/RESULTS.md), for nodes that had not
+// changed since the last sync.
 //
 // The node handlers count changes (changed); a snapshot is rebuilt when
 // the count has moved since it was built. The informer updates its cache

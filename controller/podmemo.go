@@ -40,12 +40,10 @@ func (f *podFacts) nodeAt(nodes *nodeSnapshot) (int32, bool) {
 
 // podMemo keeps each pod's facts from one sync of a set to the next.
 //
-// Every sync reads every pod of the set, and at 5,000 nodes deriving the
-// facts afresh was most of a sync's cost: a profile of a rolling update
-// found 1,223 syncs of about 18 ms of CPU, of which the revision-hash label
-// lookup alone took a fifth and the selector match another sixth. Both
-// are map lookups on 5,000 objects spread over the heap, so each is a
-// cache miss, not a computation. A rolling step changes a few pods at a
+// Every sync reads every pod of the set, and deriving the facts afresh
+// (the revision-hash label, the selector match: map lookups on objects
+// spread over the heap, so cache misses) was most of a large set's sync in
+// a profile (bench/RESULTS.md). A rolling step changes a few pods at a
 // time; the rest are the same objects as last sync.
 //
 // The memo is keyed by the informer's object, not its name: the informer

@@ -220,9 +220,8 @@ func (s *setStates) synced(key cache.ObjectName, cost time.Duration, size int) {
 // nothing is pending: until then a sync can only create on nodes with no
 // pod (sync.go), which a pod turning ready never makes, and the event that
 // completes the expectations syncs the set at once anyway.
-// Counted then too, the ungated in-place update at 1,000 nodes got slower
-// (27.9 s against 25.6); by inference, not profiled, because each of 100
-// pods in flight turning ready ran a sync that could do nothing.
+// Counted then too, each pod in flight turning ready would run a sync that
+// can do nothing.
 func (s *setStates) podEventDelay(key cache.ObjectName, completed, turnedReady bool) (d time.Duration) {
 	s.with(key, func(st *setState) {
 		d = s.pacer.PodEventDelay(&st.pace, pacing.PodEvent{Completed: completed, TurnedReady: turnedReady && st.expected.none()})

@@ -82,9 +82,8 @@ func (w *statusWrite) conflicted() { w.written = nil }
 // RollingUpdate, RolloutComplete and the reason a rollout waits). Those
 // wait for a spare token like counts (at most pacing.MaxStatusStaleness).
 // Written at once, they cost a cluster where nodes join during a rollout
-// more than the rollout: in the join-under-churn bench (10 sets, 2 nodes a
-// second, 200 nodes) they were 3,446 of everynode's 6,163 requests in two
-// minutes, and held the joining nodes' pods back behind them.
+// more requests than the rollout, and hold the joining nodes' pods back
+// behind them (the join-under-churn bench; bench/RESULTS.md).
 func urgentStatusChange(old, cur *everynodev1alpha1.DaemonSetStatus) bool {
 	if old.ObservedGeneration != cur.ObservedGeneration ||
 		old.UpdateRevision != cur.UpdateRevision ||

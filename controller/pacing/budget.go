@@ -66,10 +66,9 @@ func newBucket(qps float32, burst int, clk clock.Clock) (*Bucket, error) {
 // FreeBatch is the refill a rolling update's step waits for when the
 // budget has fewer free tokens than it wants (Free): a quarter second's.
 // Asking again at every token would send its requests one or two at a
-// time, each after a full pass over the set; at 1,000 nodes and QPS 50
-// that was 47 passes a second, and twice upstream's controller CPU. With
-// a tenth of a second, 17 a second and 1.37 times upstream's CPU; with a
-// quarter, 8 and 0.97 (one round each; bench/RESULTS.md). A larger set, or
+// time, each after a full pass over the set; a quarter second is the
+// shortest wait measured that keeps those passes from costing more CPU
+// than upstream's controller (bench/RESULTS.md, Experiments). A larger set, or
 // one whose syncs cost more, waits for more (Pacer.Free). Tokens that
 // accrue meanwhile are not lost (up to the burst), so the rollout goes no
 // slower. While pod work has the budget, pod events wait as long

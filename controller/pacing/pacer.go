@@ -53,14 +53,10 @@ const (
 
 	// StepObjectsPerToken is how many nodes and pods a set's snapshot
 	// holds for each token its rolling step, short of free tokens, waits
-	// for (Free). At 5,000 nodes and QPS 50 a step that asked again every
-	// FreeBatch ran 6.5 syncs a second of a rolling update, each reading
-	// 10,000 objects, and used 1.35 times upstream's controller CPU
-	// (bench/RESULTS.md, cec3610); at 200, such a step waits for 50
-	// tokens, a second's, and the same update ran 2.5 syncs a second, its
-	// controller CPU 0.84 of upstream's (81c87bc, with the shared node
-	// snapshot). At 1,000 nodes it is 10 tokens, fewer than FreeBatch's
-	// 12: nothing changes there.
+	// for (Free): every sync reads them all, so a large set that asked
+	// again every FreeBatch spent its CPU on passes over the set rather
+	// than on requests (bench/RESULTS.md, Experiments). A set of up to a
+	// few thousand objects waits for FreeBatch's tokens instead.
 	StepObjectsPerToken = 200
 )
 
@@ -143,9 +139,9 @@ func (p *Pacer) Synced(s *Set, cost time.Duration, size int) { s.syncCost, s.siz
 // While the set's rollout waits for free tokens (BudgetBound), every pod
 // event waits for them too: what it would let the set do is a request, and
 // a sync sooner would find no token for it. The replacement of a deleted
-// pod is first-come work and could go, but it would be one request a sync:
-// at 1,000 nodes, QPS 50, a rolling update synced 47 times a second, its
-// controller CPU 1.9 times upstream's. For the same reason, while pod work
+// pod is first-come work and could go, but it would be one request a
+// sync, and a full pass over the set for each (bench/RESULTS.md,
+// Experiments). For the same reason, while pod work
 // has the budget (no spare token), the events that are delayed anyway wait
 // at least FreeBatch. Node and set events still sync at once: a node that
 // joins gets its pod without waiting for the rollout.
