@@ -33,6 +33,9 @@ verify-generate: generate ## Fail if generated files are stale
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	@# The controller's decisions stay apart from its I/O (controller/plan/doc.go).
+	@io=$$(go list -deps ./controller/plan | grep -E '^k8s.io/client-go/(kubernetes|listers|informers|util/workqueue|tools/cache|rest)' || true); \
+	  if [ -n "$$io" ]; then echo "controller/plan imports I/O packages:"; echo "$$io"; exit 1; fi
 
 .PHONY: tools
 tools: ## Build the e2e control plane, kwok, helm, cert-manager and promtool into .e2e/bin (cached)

@@ -17,6 +17,8 @@ import (
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement"
+
+	"everynode.io/everynode/controller/plan"
 )
 
 // Adoption and release follow upstream's ControllerRefManager (ClaimPods,
@@ -101,16 +103,13 @@ func gone(err error) bool {
 }
 
 // releasePods releases the pods of the view the set controls but no
-// longer selects (the memo's selector match, podMemo). It works on the
+// longer selects (View.Unselected). It works on the
 // sync's view, read once, rather than a read of its own: a release waits
 // for nothing, so it needs no read before the expectations.
-func (c *Controller) releasePods(ctx context.Context, v *setView) error {
+func (c *Controller) releasePods(ctx context.Context, v *plan.View) error {
 	var errs []error
-	for _, pod := range v.pods {
-		if pod.deleting || pod.selected {
-			continue
-		}
-		if err := c.patchPodOwner(ctx, v.ds, pod.Pod, releasePatch); err != nil && !gone(err) {
+	for _, pod := range v.Unselected() {
+		if err := c.patchPodOwner(ctx, v.DS, pod.Pod, releasePatch); err != nil && !gone(err) {
 			errs = append(errs, fmt.Errorf("release pod %s/%s: %w", pod.Namespace, pod.Name, err))
 			continue
 		}

@@ -7,15 +7,17 @@
 // work queue of set keys, workers that sync one set at a time. A sync
 // (sync.go) reads the set from the cache, finds or makes its current
 // ControllerRevision (history.go), checks that the pod changes it asked for
-// have shown in the cache (expectations.go), and builds one snapshot of the
-// set's nodes and pods (view.go). On it the sync makes its two decisions
-// once (setView.decide): the rollout's verdict against its failure policy
-// (failure.go), and the rollout policy under that verdict (rolloutPolicy);
-// every later step reads those two. Pure functions decide over that
-// snapshot (planNode in manage.go, planRollingUpdate in rollingupdate.go,
-// computeStatus in status.go); syncNodes (syncnodes.go) sends the creates
-// and deletes through a PodControl (podcontrol.go), and the status goes out
-// through the status subresource.
+// have shown in the cache (expectations.go), and reads one snapshot of the
+// set's nodes and pods (plan.View). Everything that decides lives in
+// package plan, which imports no client, lister or queue: the view, the
+// sync's two decisions made once on it (View.Decide: the rollout's verdict
+// against its failure policy, and the rollout policy under it), what each
+// node needs (plan.PlanNode), the rolling update's step
+// (plan.PlanRollingUpdate, plan.SplitInPlace, plan.PlanGateOpenings) and
+// the status with its conditions (plan.ComputeStatus). This package feeds
+// plan from the informers and carries out its answers: syncNodes
+// (syncnodes.go) sends the creates and deletes through a PodControl
+// (podcontrol.go), and the status goes out through the status subresource.
 //
 // The rules every part of everynode shares come from package placement:
 // which nodes should run a set, the update strategy, the daemon pod's stamp
@@ -44,13 +46,13 @@
 //   - A sync reads each pod's facts (revision hash, Ready, in-place state,
 //     target node, selector match) into the snapshot where upstream
 //     re-reads them in every step, and derives them once per pod object,
-//     not once per sync (podmemo.go); the rolling update after manage
+//     not once per sync (plan.PodMemo); the rolling update after manage
 //     works on pods read afresh.
 //   - A sync right after a status write works on the object that write
 //     returned, not on the older cached copy (statuswrites.go).
 //   - Rolling updates add partition, a canary node selector and pause
-//     (rolloutPolicy), and conditions say why a rollout waits
-//     (conditions.go).
+//     (plan.Policy), and conditions say why a rollout waits
+//     (plan/conditions.go).
 //   - With podUpdatePolicy InPlaceIfPossible, an old pod whose revision
 //     differs in images only is patched rather than deleted (inplace.go):
 //     the same choice of pods within maxUnavailable, a pod that counts as

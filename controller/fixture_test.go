@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -26,19 +25,19 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	testingclock "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	everynodefake "everynode.io/everynode/client/clientset/versioned/fake"
 	"everynode.io/everynode/client/informers/externalversions"
+	"everynode.io/everynode/controller/internal/testobj"
 	"everynode.io/everynode/placement"
 	"everynode.io/everynode/placement/revision"
 )
 
 // t0 is the fake clock's start: tests never read the real time.
-var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+var t0 = testobj.T0
 
-const ns = "default"
+const ns = testobj.Namespace
 
 // klogDiscard is the logger handlers get in tests.
 var klogDiscard = logr.Discard()
@@ -497,16 +496,21 @@ func hasEvent(events []string, prefix string) bool {
 	return false
 }
 
-// --- objects ---
+// --- objects (package testobj) ---
 
-func newNode(name string, labels map[string]string) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, ResourceVersion: "1"},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
-			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
-		}},
-	}
-}
+var (
+	newNode    = testobj.Node
+	newSet     = testobj.Set
+	newPod     = testobj.Pod
+	notReady   = testobj.NotReady
+	readySince = testobj.ReadySince
+	createdAt  = testobj.CreatedAt
+	phase      = testobj.Phase
+	unbound    = testobj.Unbound
+)
+
+// podOpt changes a pod made by newPod.
+type podOpt = testobj.PodOpt
 
 func addNodes(f *fixture, n int) []*corev1.Node {
 	var out []*corev1.Node
@@ -517,81 +521,6 @@ func addNodes(f *fixture, n int) []*corev1.Node {
 	}
 	return out
 }
-
-func newSet(name string) *everynodev1alpha1.DaemonSet {
-	labels := map[string]string{"app": name}
-	return &everynodev1alpha1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: ns, UID: types.UID("uid-set-" + name),
-			Generation: 1, ResourceVersion: "1",
-		},
-		Spec: everynodev1alpha1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: "agent", Image: "agent:1"}},
-				},
-			},
-			UpdateStrategy: everynodev1alpha1.DaemonSetUpdateStrategy{
-				Type: appsv1.RollingUpdateDaemonSetStrategyType,
-				RollingUpdate: &everynodev1alpha1.RollingUpdateDaemonSet{
-					MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-					MaxSurge:       ptr.To(intstr.FromInt32(0)),
-				},
-			},
-			RevisionHistoryLimit: ptr.To[int32](10),
-		},
-	}
-}
-
-// podOpt changes a pod made by newPod.
-type podOpt func(*corev1.Pod)
-
-var podSeq atomic.Int64
-
-// newPod returns a pod of ds on node made from revision hash, as the
-// controller and the webhook would leave it once scheduled: bound, Running
-// and Ready since t0 - 1h (so available whatever minReadySeconds).
-func newPod(ds *everynodev1alpha1.DaemonSet, node, hash string, opts ...podOpt) *corev1.Pod {
-	pod := placement.NewPod(ds, node, hash)
-	n := podSeq.Add(1)
-	pod.Name = fmt.Sprintf("%s-%s-%d", ds.Name, node, n)
-	pod.UID = types.UID(fmt.Sprintf("uid-pod-%d", n))
-	pod.ResourceVersion = "1"
-	pod.CreationTimestamp = metav1.NewTime(t0.Add(-2 * time.Hour))
-	pod.Spec.NodeName = node
-	pod.Status.Phase = corev1.PodRunning
-	pod.Status.Conditions = []corev1.PodCondition{{
-		Type: corev1.PodReady, Status: corev1.ConditionTrue,
-		LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour)),
-	}}
-	for _, o := range opts {
-		o(pod)
-	}
-	return pod
-}
-
-func notReady(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }
-
-func readySince(t time.Time) podOpt {
-	return func(p *corev1.Pod) { p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t) }
-}
-
-func createdAt(t time.Time) podOpt {
-	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(t) }
-}
-
-func phase(ph corev1.PodPhase) podOpt {
-	return func(p *corev1.Pod) {
-		p.Status.Phase = ph
-		if ph != corev1.PodRunning {
-			p.Status.Conditions[0].Status = corev1.ConditionFalse
-		}
-	}
-}
-
-func unbound(p *corev1.Pod) { p.Spec.NodeName = "" }
 
 // addSetWithRevision adds ds and its current revision (number 1), as after
 // a first sync, and returns the hash.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/controller/internal/testobj"
 	"everynode.io/everynode/placement"
 )
 
@@ -141,12 +142,7 @@ func (f *fixture) podWrites() (patches, statusPatches int) {
 	return patches, statusPatches
 }
 
-func inPlaceSet(gate bool) *everynodev1alpha1.DaemonSet {
-	ds := newSet("agent")
-	ds.Spec.UpdateStrategy.RollingUpdate.PodUpdatePolicy = everynodev1alpha1.PodUpdateInPlaceIfPossible
-	ds.Spec.UpdateStrategy.RollingUpdate.InPlaceReadinessGate = ptr.To(gate)
-	return ds
-}
+var inPlaceSet = testobj.InPlaceSet
 
 // TestInPlaceRollingUpdate rolls an image change out in place over four
 // nodes with maxUnavailable 1: no pod is created or deleted, every pod
@@ -281,46 +277,5 @@ func TestInPlaceNeedsAMatchingGate(t *testing.T) {
 	f.mustSync(ds)
 	if p, _ := f.podWrites(); p != 0 || len(f.podDeletes()) != 1 {
 		t.Errorf("%d in-place patches, %d deletes; want 0 and 1", p, len(f.podDeletes()))
-	}
-}
-
-// TestGateOpenings is the rule for which pods' gates the controller opens.
-func TestGateOpenings(t *testing.T) {
-	ds := inPlaceSet(true)
-	hash := revisionHash(ds)
-	gated := func(status corev1.ConditionStatus) podOpt {
-		return func(p *corev1.Pod) {
-			placement.WithInPlaceGate(p)
-			if status != "" {
-				p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: everynodev1alpha1.ConditionInPlaceUpdateReady, Status: status})
-			}
-		}
-	}
-	updating := func(p *corev1.Pod) {
-		u := placement.InPlaceUpdate{Revision: placement.RevisionHash(p), Containers: []placement.InPlaceContainer{{Name: "agent", ImageID: "sha256:old"}}}
-		p.Annotations[everynodev1alpha1.AnnotationInPlaceUpdate] = u.String()
-	}
-	tests := map[string]struct {
-		pod  *corev1.Pod
-		held bool
-		want bool
-	}{
-		"new pod, no condition yet":               {pod: newPod(ds, "n", hash, gated("")), want: true},
-		"open already":                            {pod: newPod(ds, "n", hash, gated(corev1.ConditionTrue))},
-		"closed, update not done":                 {pod: newPod(ds, "n", hash, gated(corev1.ConditionFalse), updating)},
-		"closed, no update recorded":              {pod: newPod(ds, "n", hash, gated(corev1.ConditionFalse)), want: true},
-		"not gated":                               {pod: newPod(ds, "n", hash)},
-		"old pod, closed, the rollout will patch": {pod: newPod(ds, "n", "old", gated(corev1.ConditionFalse))},
-		"old pod, closed, held by the rollout":    {pod: newPod(ds, "n", "old", gated(corev1.ConditionFalse)), held: true, want: true},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			v := buildView(ds, []*corev1.Node{newNode("n", nil)}, []*corev1.Pod{tc.pod}, hash, t0)
-			v.policy = &rolloutPolicy{paused: tc.held}
-			got := planGateOpenings(v)
-			if (len(got) == 1) != tc.want {
-				t.Errorf("opens %d gates, want open = %v", len(got), tc.want)
-			}
-		})
 	}
 }

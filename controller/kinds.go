@@ -54,7 +54,7 @@ type setKind interface {
 	// names a set of this kind, or nil.
 	ownerRef(obj metav1.Object) *metav1.OwnerReference
 	// client is the everynode.io client for what only that kind has (the
-	// rollback of rolloutPolicy.onFailure); nil for apps/v1, which has no
+	// rollback of rollingUpdate.onFailure); nil for apps/v1, which has no
 	// such field.
 	everynode() versioned.Interface
 }

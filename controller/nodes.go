@@ -13,6 +13,8 @@ import (
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/index"
 	"everynode.io/everynode/placement"
+
+	"everynode.io/everynode/controller/plan"
 )
 
 func (c *Controller) addNode(logger klog.Logger, obj interface{}) {
@@ -23,16 +25,6 @@ func (c *Controller) addNode(logger klog.Logger, obj interface{}) {
 	}
 	logger.V(4).Info("Queuing node addition", "node", klog.KObj(node))
 	c.nodeQueue.Add(node.Name)
-}
-
-// nodeReady reports whether the node's Ready condition is True.
-func nodeReady(node *corev1.Node) bool {
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == corev1.NodeReady {
-			return node.Status.Conditions[i].Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
@@ -48,7 +40,7 @@ func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
 		logger.V(4).Info("Queuing node update", "node", klog.KObj(curNode))
 		c.nodeQueue.Add(curNode.Name)
 	}
-	if nodeReady(oldNode) != nodeReady(curNode) {
+	if plan.NodeReady(oldNode) != plan.NodeReady(curNode) {
 		// Readiness does not change eligibility (as upstream), but status
 		// conditions name NotReady nodes: the sets with a pod there need a
 		// new status.

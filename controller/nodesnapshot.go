@@ -4,28 +4,13 @@ import (
 	"sync"
 	"sync/atomic"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"everynode.io/everynode/controller/plan"
 )
 
-// nodeSnapshot is the cluster's nodes as a sync reads them: the lister's
-// list and each node's place in it by name. It is shared by every sync of
-// every set until a node changes, so never modify it.
-type nodeSnapshot struct {
-	nodes  []*corev1.Node
-	byName map[string]int32
-}
-
-func newNodeSnapshot(nodes []*corev1.Node) *nodeSnapshot {
-	s := &nodeSnapshot{nodes: nodes, byName: make(map[string]int32, len(nodes))}
-	for i, n := range nodes {
-		s.byName[n.Name] = int32(i)
-	}
-	return s
-}
-
-// nodeSnapshots keeps the last nodeSnapshot until a node event says the
+// nodeSnapshots keeps the last plan.NodeSnapshot until a node event says the
 // cache changed.
 //
 // Every sync reads every node, and a rolling update syncs several times a
@@ -44,7 +29,7 @@ type nodeSnapshots struct {
 	changes atomic.Uint64
 
 	mu    sync.Mutex
-	last  *nodeSnapshot
+	last  *plan.NodeSnapshot
 	built uint64 // changes when last was listed
 }
 
@@ -53,7 +38,7 @@ func (s *nodeSnapshots) changed() { s.changes.Add(1) }
 
 // get returns the last snapshot, listing the nodes again if one changed
 // since it was built.
-func (s *nodeSnapshots) get(lister corelisters.NodeLister) (*nodeSnapshot, error) {
+func (s *nodeSnapshots) get(lister corelisters.NodeLister) (*plan.NodeSnapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Read the count before listing: a change in between then leaves the
@@ -67,6 +52,6 @@ func (s *nodeSnapshots) get(lister corelisters.NodeLister) (*nodeSnapshot, error
 	if err != nil {
 		return nil, err
 	}
-	s.last, s.built = newNodeSnapshot(nodes), changes
+	s.last, s.built = plan.NewNodeSnapshot(nodes), changes
 	return s.last, nil
 }

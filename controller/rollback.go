@@ -13,23 +13,25 @@ import (
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement/revision"
+
+	"everynode.io/everynode/controller/plan"
 )
 
 // reportStop says, once, that v's rollout stopped itself: a Warning event
 // and the rollouts_stopped_total metric, on the sync that found it.
-func (c *Controller) reportStop(ctx context.Context, v *setView) {
-	vd := v.verdict
-	if vd == nil || !vd.fresh || vd.record == nil {
+func (c *Controller) reportStop(ctx context.Context, v *plan.View) {
+	vd := v.Verdict
+	if vd == nil || !vd.Fresh || vd.Record == nil {
 		return
 	}
-	rec := vd.record
-	rolloutsStopped.WithLabelValues(v.ds.Namespace, v.ds.Name, string(rec.Action)).Inc()
+	rec := vd.Record
+	rolloutsStopped.WithLabelValues(v.DS.Namespace, v.DS.Name, string(rec.Action)).Inc()
 	what := "paused"
 	if rec.Action == everynodev1alpha1.RolloutFailureRollback {
 		what = "is rolling back"
 	}
-	c.recorder.Eventf(v.ds, corev1.EventTypeWarning, everynodev1alpha1.ReasonRolloutFailing, "Rollout %s: %s", what, rec.Message)
-	klog.FromContext(ctx).Info("Rollout stopped itself", "daemonset", klog.KObj(v.ds), "action", rec.Action, "message", rec.Message)
+	c.recorder.Eventf(v.DS, corev1.EventTypeWarning, everynodev1alpha1.ReasonRolloutFailing, "Rollout %s: %s", what, rec.Message)
+	klog.FromContext(ctx).Info("Rollout stopped itself", "daemonset", klog.KObj(v.DS), "action", rec.Action, "message", rec.Message)
 }
 
 // rollBack puts the template and node overrides of the revision v's
@@ -39,19 +41,19 @@ func (c *Controller) reportStop(ctx context.Context, v *setView) {
 // status first, so the syncs of the rolled-back template find it and say
 // why the set went back. A template changed meanwhile (a conflict) wins:
 // the next sync judges again.
-func (c *Controller) rollBack(ctx context.Context, v *setView) error {
-	ds, to := v.ds, v.verdict.rollbackTo
+func (c *Controller) rollBack(ctx context.Context, v *plan.View) error {
+	ds, to := v.DS, v.Verdict.RollbackTo
 	var target *appsv1.ControllerRevision
-	for _, r := range v.old {
-		if r.Labels[revision.HashLabel] == to.hash {
+	for _, r := range v.Old {
+		if r.Labels[revision.HashLabel] == to.Hash {
 			target = r
 			break
 		}
 	}
 	if target == nil {
-		return fmt.Errorf("roll back DaemonSet %s/%s: revision %d (%s) is no longer in its history", ds.Namespace, ds.Name, to.number, to.hash)
+		return fmt.Errorf("roll back DaemonSet %s/%s: revision %d (%s) is no longer in its history", ds.Namespace, ds.Name, to.Number, to.Hash)
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"rolloutFailure": v.verdict.record}})
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"rolloutFailure": v.Verdict.Record}})
 	if err != nil {
 		return err
 	}
@@ -71,11 +73,11 @@ func (c *Controller) rollBack(ctx context.Context, v *setView) error {
 	}
 	back := written.DeepCopy()
 	if err := revision.Apply(target.Data.Raw, back); err != nil {
-		return fmt.Errorf("roll back DaemonSet %s/%s to revision %d: %w", ds.Namespace, ds.Name, to.number, err)
+		return fmt.Errorf("roll back DaemonSet %s/%s to revision %d: %w", ds.Namespace, ds.Name, to.Number, err)
 	}
 	if _, err := client.Update(ctx, back, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("roll back DaemonSet %s/%s to revision %d: %w", ds.Namespace, ds.Name, to.number, err)
+		return fmt.Errorf("roll back DaemonSet %s/%s to revision %d: %w", ds.Namespace, ds.Name, to.Number, err)
 	}
-	klog.FromContext(ctx).Info("Rolled back", "daemonset", klog.KObj(ds), "toRevision", to.number)
+	klog.FromContext(ctx).Info("Rolled back", "daemonset", klog.KObj(ds), "toRevision", to.Number)
 	return nil
 }

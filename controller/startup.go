@@ -14,6 +14,8 @@ import (
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/index"
 	"everynode.io/everynode/placement"
+
+	"everynode.io/everynode/controller/plan"
 )
 
 // The startup-taint readiness gate, for clusters whose scheduler cannot be
@@ -48,7 +50,7 @@ func hasStartupTaint(node *corev1.Node, key string) bool {
 // which daemon pods do not tolerate (as upstream), so no set "should run"
 // there yet, and judging then would release every new node at once.
 func startupWaitsFor(node *corev1.Node, sets []*everynodev1alpha1.DaemonSet, pods []*corev1.Pod) []string {
-	if !nodeReady(node) {
+	if !plan.NodeReady(node) {
 		return []string{"node Ready"}
 	}
 	ready := map[string]bool{} // set UID -> has a Ready pod on node

@@ -12,6 +12,7 @@ import (
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/controller/pacing"
+	"everynode.io/everynode/controller/plan"
 )
 
 // setState is everything the controller remembers about one set between
@@ -26,7 +27,7 @@ type setState struct {
 	// decoded and encoded again on every sync.
 	canonical map[types.UID]struct{}
 	// pods is the memo of the set's pods' facts (podmemo.go).
-	pods *podMemo
+	pods *plan.PodMemo
 	// unmarked is the migration's marking (migrate.go): done once per
 	// set and term, then the pods marked that the cache has yet to show.
 	unmarked struct {
@@ -265,9 +266,9 @@ func (s *setStates) setCanonicalRevisions(key cache.ObjectName, uids map[types.U
 
 // podMemo returns the set's memo of pod facts for sel, made on first use
 // or anew when the selector changed. Only the set's sync may use it.
-func (s *setStates) podMemo(key cache.ObjectName, sel labels.Selector) (m *podMemo) {
+func (s *setStates) podMemo(key cache.ObjectName, sel labels.Selector) (m *plan.PodMemo) {
 	s.with(key, func(st *setState) {
-		st.pods = st.pods.forSelector(sel)
+		st.pods = st.pods.ForSelector(sel)
 		m = st.pods
 	})
 	return m

@@ -14,14 +14,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/controller/internal/testobj"
 )
 
-func crashLooping(p *corev1.Pod) {
-	notReady(p)
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{
-		Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"},
-	}}}
-}
+var crashLooping = testobj.CrashLooping
 
 func pending(p *corev1.Pod) {
 	unbound(p)

@@ -111,15 +111,7 @@ var decisionReasons = map[string]bool{
 	everynodev1alpha1.ReasonRolloutFailing:           true,
 	everynodev1alpha1.ReasonRolledBack:               true,
 	everynodev1alpha1.ReasonProgressDeadlineExceeded: true,
-}
-
-func isTroubleReason(r string) bool {
-	for _, info := range troubleInfo {
-		if info.reason == r {
-			return true
-		}
-	}
-	return false
+	everynodev1alpha1.ReasonInvalidUpdateStrategy:    true,
 }
 
 func equalPtr[T comparable](a, b *T) bool {

@@ -13,6 +13,8 @@ import (
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement/revision"
+
+	"everynode.io/everynode/controller/plan"
 )
 
 // sync brings one set's pods, revisions and status in line with its spec.
@@ -93,21 +95,20 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err := c.releasePods(ctx, v); err != nil {
 		return fmt.Errorf("release pods of DaemonSet %s: %w", key, err)
 	}
-	v.old, v.revisions, v.acts = old, revisionNumbers(cur, old), satisfied
-	v.decide()
-	c.state.synced(key, c.clock.Since(start), len(v.nodes)+len(v.pods))
+	v.Decide(cur, old, satisfied)
+	c.state.synced(key, c.clock.Since(start), len(v.Nodes)+len(v.Pods))
 
 	// The sync that finds a stop reports it, acting or not: the status it
 	// writes records the stop, and the next sync finds it recorded.
 	c.reportStop(ctx, v)
-	if !v.acts {
+	if !v.Acts {
 		// Earlier creations or deletions are not in the cache yet: acting
 		// now could double them. Report what is known, without claiming the
 		// current generation was acted on.
 		creates, deletes, updates := c.state.pending(key)
 		logger.V(4).Info("Waiting for earlier pod changes to show", "creates", creates, "deletes", deletes, "updates", updates)
 		var err error
-		if v.verdict.rollbackTo == nil {
+		if v.Verdict.RollbackTo == nil {
 			// A rollback waits for a sync that acts: the pods it wants
 			// are another revision's.
 			err = c.createOnBareNodes(ctx, v, creating)
@@ -115,7 +116,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return errors.Join(err, c.updateStatus(ctx, v))
 	}
 
-	if v.verdict.rollbackTo != nil {
+	if v.Verdict.RollbackTo != nil {
 		// The set gets an earlier template; the syncs its change starts
 		// roll that out. Nothing else to do on this one.
 		return c.rollBack(ctx, v)
@@ -131,7 +132,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 // reconcile runs the manage step, then the rolling update, then the
 // gate openings and the revision cleanup. A strategy that does not parse
 // replaces nothing; the rest still runs, and its error is returned last.
-func (c *Controller) reconcile(ctx context.Context, v *setView) error {
+func (c *Controller) reconcile(ctx context.Context, v *plan.View) error {
 	acted, err := c.manage(ctx, v)
 	if err != nil {
 		return err
@@ -141,15 +142,14 @@ func (c *Controller) reconcile(ctx context.Context, v *setView) error {
 	// afresh (v still shows them as before manage, and the rolling update
 	// would delete again the old pods manage just deleted). If the events
 	// have not come yet, they trigger the next sync, which rolls on.
-	roll := v.strategy.RollingUpdate()
+	roll := v.Strategy.RollingUpdate()
 	if roll && acted {
-		if roll = c.state.satisfied(cache.MetaObjectToName(v.ds)); roll {
-			fresh, err := c.readView(v.ds, v.from, v.memo, v.hash)
+		if roll = c.state.satisfied(cache.MetaObjectToName(v.DS)); roll {
+			pods, err := c.podsOfSet(v.DS)
 			if err != nil {
 				return err
 			}
-			fresh.carry(v)
-			v = fresh
+			v = v.Again(pods, c.clock.Now())
 		}
 	}
 	if roll {
@@ -160,22 +160,22 @@ func (c *Controller) reconcile(ctx context.Context, v *setView) error {
 	if err := c.openGates(ctx, v); err != nil {
 		return fmt.Errorf("open in-place readiness gates: %w", err)
 	}
-	if err := c.cleanupHistory(ctx, v.ds, v.old, v.allPods); err != nil {
+	if err := c.cleanupHistory(ctx, v.DS, v.Old, v.AllPods); err != nil {
 		return fmt.Errorf("clean up revisions: %w", err)
 	}
 	// A strategy that does not parse replaced nothing: fail the sync, so
 	// it is logged and retried with backoff.
-	return v.policy.invalid
+	return v.Policy.Invalid
 }
 
 // readView reads the set's pods from the cache and builds the view on
-// their facts, derived once per pod object (podMemo).
-func (c *Controller) readView(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapshot, memo *podMemo, hash string) (*setView, error) {
+// their facts, derived once per pod object (plan.PodMemo).
+func (c *Controller) readView(ds *everynodev1alpha1.DaemonSet, nodes *plan.NodeSnapshot, memo *plan.PodMemo, hash string) (*plan.View, error) {
 	pods, err := c.podsOfSet(ds)
 	if err != nil {
 		return nil, err
 	}
-	return viewOf(ds, nodes, pods, memo, hash, c.clock.Now()), nil
+	return plan.NewView(ds, nodes, pods, memo, hash, c.clock.Now()), nil
 }
 
 // createOnBareNodes creates the pods of the nodes that should run the set
@@ -194,23 +194,23 @@ func (c *Controller) readView(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapsh
 //   - a node's pending creation is in creating, read before the pods, so
 //     a creation observed in between shows in the pods;
 //   - a pending deletion's pod still shows on its node (being deleted, a
-//     node gets no new pod without surge, planNode), until it is gone;
+//     node gets no new pod without surge, plan.PlanNode), until it is gone;
 //     then the node needs its replacement, and this is it;
 //   - an adoption is expected like a creation.
 //
 // A rollback waits for a sync that acts: the pods it wants are another
 // revision's.
-func (c *Controller) createOnBareNodes(ctx context.Context, v *setView, creating map[string]struct{}) error {
+func (c *Controller) createOnBareNodes(ctx context.Context, v *plan.View, creating map[string]struct{}) error {
 	var nodes []string
-	for i := range v.nodes {
-		st := &v.nodes[i]
-		if _, pending := creating[st.name]; st.decision.ShouldRun && len(st.pods) == 0 && !pending {
-			nodes = append(nodes, st.name)
+	for i := range v.Nodes {
+		st := &v.Nodes[i]
+		if _, pending := creating[st.Name]; st.Decision.ShouldRun && len(st.Pods) == 0 && !pending {
+			nodes = append(nodes, st.Name)
 		}
 	}
 	if len(nodes) == 0 {
 		return nil
 	}
-	klog.FromContext(ctx).V(4).Info("Creating daemon pods on nodes without one while earlier changes show", "daemonset", klog.KObj(v.ds), "count", len(nodes))
-	return c.syncNodes(ctx, v.ds, nil, nodes, v.hash)
+	klog.FromContext(ctx).V(4).Info("Creating daemon pods on nodes without one while earlier changes show", "daemonset", klog.KObj(v.DS), "count", len(nodes))
+	return c.syncNodes(ctx, v.DS, nil, nodes, v.Hash)
 }

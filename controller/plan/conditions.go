@@ -1,4 +1,4 @@
-package controller
+package plan
 
 import (
 	"fmt"
@@ -111,7 +111,7 @@ func (ts *troubles) summary() string {
 // is not available.
 func classify(node *corev1.Node, pod *corev1.Pod, ready bool) trouble {
 	switch {
-	case node != nil && !nodeReady(node):
+	case node != nil && !NodeReady(node):
 		return troubleNodeNotReady
 	case pod.Status.Phase == corev1.PodFailed:
 		return troubleFailed
@@ -177,9 +177,9 @@ type taintExclusions struct {
 // maxTaintsInMessage is how many taint groups the message lists.
 const maxTaintsInMessage = 3
 
-func (x *taintExclusions) add(ds *everynodev1alpha1.DaemonSet, ns *nodeState) {
-	r := ns.decision.Reason
-	if ns.node == nil || (r != placement.ReasonUntoleratedNoS && r != placement.ReasonUntoleratedNoE) {
+func (x *taintExclusions) add(ds *everynodev1alpha1.DaemonSet, ns *NodeState) {
+	r := ns.Decision.Reason
+	if ns.Node == nil || (r != placement.ReasonUntoleratedNoS && r != placement.ReasonUntoleratedNoE) {
 		return
 	}
 	if x.elig == nil {
@@ -187,7 +187,7 @@ func (x *taintExclusions) add(ds *everynodev1alpha1.DaemonSet, ns *nodeState) {
 		x.counts = map[string]int{}
 	}
 	var names []string
-	for _, t := range x.elig.UntoleratedTaints(ns.node) {
+	for _, t := range x.elig.UntoleratedTaints(ns.Node) {
 		names = append(names, placement.TaintString(&t))
 	}
 	x.counts["taint "+strings.Join(names, ", ")+" not tolerated"]++

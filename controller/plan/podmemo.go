@@ -1,4 +1,4 @@
-package controller
+package plan
 
 import (
 	"strings"
@@ -11,23 +11,23 @@ import (
 	"everynode.io/everynode/placement"
 )
 
-// podFacts is what a sync derives from one pod of its set: the daemonPod
+// podFacts is what a sync derives from one pod of its set: the DaemonPod
 // and the node it targets ("" for none).
 type podFacts struct {
-	daemonPod
+	DaemonPod
 	target string
 	// seen is the memo pass that last asked for the pod.
 	seen uint32
 	// placedIn is the node snapshot placedAt was looked up in (nodeAt).
-	placedIn *nodeSnapshot
+	placedIn *NodeSnapshot
 	placedAt int32
 }
 
 // nodeAt is the place of the pod's target node in nodes, and whether it
 // is there. The answer is kept until the snapshot changes: syncs share one
-// snapshot until a node changes (nodeSnapshots), and looking each pod's
+// snapshot until a node changes (the controller's node snapshots), and looking each pod's
 // node up by name is a map lookup on a string per pod and sync.
-func (f *podFacts) nodeAt(nodes *nodeSnapshot) (int32, bool) {
+func (f *podFacts) nodeAt(nodes *NodeSnapshot) (int32, bool) {
 	if f.placedIn != nodes {
 		i, known := nodes.byName[f.target]
 		if !known {
@@ -38,7 +38,7 @@ func (f *podFacts) nodeAt(nodes *nodeSnapshot) (int32, bool) {
 	return f.placedAt, f.placedAt >= 0
 }
 
-// podMemo keeps each pod's facts from one sync of a set to the next.
+// PodMemo keeps each pod's facts from one sync of a set to the next.
 //
 // Every sync reads every pod of the set, and deriving the facts afresh
 // (the revision-hash label, the selector match: map lookups on objects
@@ -54,7 +54,7 @@ func (f *podFacts) nodeAt(nodes *nodeSnapshot) (int32, bool) {
 //
 // One sync of the set uses it at a time (the work queue never runs two for
 // one key), so it has no lock.
-type podMemo struct {
+type PodMemo struct {
 	sel      labels.Selector
 	selector string // sel.String()
 	byPod    map[*corev1.Pod]*podFacts
@@ -73,7 +73,7 @@ type podMemo struct {
 // nodeDecisions is a set's eligibility on each node of one node snapshot,
 // made for one version of the set.
 type nodeDecisions struct {
-	nodes    *nodeSnapshot
+	nodes    *NodeSnapshot
 	uid      types.UID
 	version  string // the set's resourceVersion
 	forNodes []placement.Decision
@@ -86,7 +86,7 @@ type nodeDecisions struct {
 // means matching its labels and taints each time. A new version of the
 // set is decided afresh even if only its status changed: the version is
 // the one key that is sure to move with the template.
-func (m *podMemo) decisions(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapshot) []placement.Decision {
+func (m *PodMemo) decisions(ds *everynodev1alpha1.DaemonSet, nodes *NodeSnapshot) []placement.Decision {
 	d := &m.decided
 	if d.nodes == nodes && d.uid == ds.UID && d.version == ds.ResourceVersion && ds.ResourceVersion != "" {
 		return d.forNodes
@@ -100,18 +100,18 @@ func (m *podMemo) decisions(ds *everynodev1alpha1.DaemonSet, nodes *nodeSnapshot
 	return forNodes
 }
 
-// forSelector returns the memo to use with sel: m, or a new memo if m is
+// ForSelector returns the memo to use with sel: m, or a new memo if m is
 // nil or was made for another selector.
-func (m *podMemo) forSelector(sel labels.Selector) *podMemo {
+func (m *PodMemo) ForSelector(sel labels.Selector) *PodMemo {
 	s := sel.String()
 	if m != nil && m.selector == s {
 		return m
 	}
-	return &podMemo{sel: sel, selector: s, byPod: make(map[*corev1.Pod]*podFacts)}
+	return &PodMemo{sel: sel, selector: s, byPod: make(map[*corev1.Pod]*podFacts)}
 }
 
 // facts returns the facts of pods, in their order, as one pass.
-func (m *podMemo) facts(pods []*corev1.Pod) []*podFacts {
+func (m *PodMemo) facts(pods []*corev1.Pod) []*podFacts {
 	m.pass++
 	out := make([]*podFacts, len(pods))
 	for j, pod := range pods {
@@ -122,18 +122,18 @@ func (m *podMemo) facts(pods []*corev1.Pod) []*podFacts {
 }
 
 // of returns the pod's facts, derived once per object.
-func (m *podMemo) of(pod *corev1.Pod) *podFacts {
+func (m *PodMemo) of(pod *corev1.Pod) *podFacts {
 	f := m.byPod[pod]
 	if f == nil {
 		f = derivePodFacts(pod, m.sel)
-		f.hash = m.intern(f.hash)
+		f.Hash = m.intern(f.Hash)
 		m.byPod[pod] = f
 	}
 	f.seen = m.pass
 	return f
 }
 
-func (m *podMemo) intern(s string) string {
+func (m *PodMemo) intern(s string) string {
 	if in, ok := m.hashes[s]; ok {
 		return in
 	}
@@ -149,7 +149,7 @@ func (m *podMemo) intern(s string) string {
 // replaced by a newer version), once they are a quarter of the memo: a
 // sweep reads the whole memo, so it is paid for by the passes that did
 // not sweep.
-func (m *podMemo) sweep(asked int) {
+func (m *PodMemo) sweep(asked int) {
 	if len(m.byPod) <= asked+asked/4+16 {
 		return
 	}
@@ -161,7 +161,7 @@ func (m *podMemo) sweep(asked int) {
 }
 
 func derivePodFacts(pod *corev1.Pod, sel labels.Selector) *podFacts {
-	f := &podFacts{daemonPod: newDaemonPod(pod)}
+	f := &podFacts{DaemonPod: newDaemonPod(pod)}
 	f.target, _ = placement.TargetNode(pod) // "" when it names no node
 	f.selected = sel.Matches(labels.Set(pod.Labels))
 	return f

@@ -1,4 +1,4 @@
-package controller
+package plan
 
 import (
 	"fmt"
@@ -91,25 +91,25 @@ func lastExitCode(pod *corev1.Pod) (int32, bool) {
 // old (restarts long after the update say nothing about the update), or
 // when it is not available deadline after its creation. Only the nodes
 // the rollout is about count: those that should run the set.
-func failingPods(v *setView, rules placement.FailurePolicy, deadline time.Duration) (failing []failingPod, next time.Time) {
-	minReady := v.ds.Spec.MinReadySeconds
-	for i := range v.nodes {
-		st := &v.nodes[i]
-		if st.node == nil || !st.decision.ShouldRun {
+func failingPods(v *View, rules placement.FailurePolicy, deadline time.Duration) (failing []failingPod, next time.Time) {
+	minReady := v.DS.Spec.MinReadySeconds
+	for i := range v.Nodes {
+		st := &v.Nodes[i]
+		if st.Node == nil || !st.Decision.ShouldRun {
 			continue
 		}
-		newPod, _, ok := splitByRevision(st.pods, v.hash)
+		newPod, _, ok := splitByRevision(st.Pods, v.Hash)
 		if !ok || newPod == nil {
 			continue
 		}
 		// A pod updated in place is as old as its update, and its restarts
 		// count from the update's own.
 		since, restartsBefore := newPod.CreationTimestamp.Time, int32(0)
-		if u := newPod.inPlace; u != nil {
+		if u := newPod.InPlace; u != nil {
 			since, restartsBefore = u.Time, u.Restarts
 		}
-		age := v.now.Sub(since)
-		available := newPod.available(minReady, v.now)
+		age := v.Now.Sub(since)
+		available := newPod.available(minReady, v.Now)
 		switch {
 		case placement.Restarts(newPod.Pod)-restartsBefore > rules.MaxRestarts && age <= rules.RestartWindow:
 		case !available && age > deadline:
@@ -121,7 +121,7 @@ func failingPods(v *setView, rules placement.FailurePolicy, deadline time.Durati
 			}
 			continue
 		}
-		failing = append(failing, failingPod{node: st.name, pod: newPod.Name, state: containerState(newPod.Pod, newPod.ready())})
+		failing = append(failing, failingPod{node: st.Name, pod: newPod.Name, state: containerState(newPod.Pod, newPod.ready())})
 	}
 	sort.Slice(failing, func(i, j int) bool { return failing[i].node < failing[j].node })
 	return failing, next
@@ -140,31 +140,31 @@ func describeFailing(failing []failingPod) string {
 	return strings.Join(parts, "; ")
 }
 
-// verdict is where a set's rollout stands against its failure policy.
-type verdict struct {
+// Verdict is where a set's rollout stands against its failure policy.
+type Verdict struct {
 	// failing are the update revision's failing pods (set only with
 	// rollingUpdate.onFailure).
 	failing []failingPod
-	// record is what status.rolloutFailure should say (nil: nothing).
-	record *everynodev1alpha1.RolloutFailure
+	// Record is what status.rolloutFailure should say (nil: nothing).
+	Record *everynodev1alpha1.RolloutFailure
 	// stopped is true while the rollout is paused by a failure: the
 	// rolling update replaces no pod, as when paused by hand.
 	stopped bool
-	// rollbackTo is the revision to put back (action Rollback, on the
+	// RollbackTo is the revision to put back (action Rollback, on the
 	// sync that finds the failure); nil otherwise. A sync that does not
 	// act leaves it to the next that does, and records nothing.
-	rollbackTo *revisionRef
-	// fresh is true on the sync that found the failure: the event and the
+	RollbackTo *RevisionRef
+	// Fresh is true on the sync that found the failure: the event and the
 	// metric are for it.
-	fresh bool
+	Fresh bool
 	// next is when a pod would start failing by the deadline, for a requeue.
 	next time.Time
 }
 
-// revisionRef is a revision of the set known by its hash and number.
-type revisionRef struct {
-	hash   string
-	number int64
+// RevisionRef is a revision of the set known by its hash and number.
+type RevisionRef struct {
+	Hash   string
+	Number int64
 }
 
 // judge decides the set's verdict. prev is the failure the status records;
@@ -175,26 +175,26 @@ type revisionRef struct {
 // availableRevision if history still holds it, and pauses otherwise. A
 // rollback is a write of the set, so only a sync that acts (v.acts) finds
 // one; the others see the failing pods and wait for it.
-func judge(v *setView) *verdict {
-	ds := v.ds
-	s := &v.strategy
-	out := &verdict{}
+func judge(v *View) *Verdict {
+	ds := v.DS
+	s := &v.Strategy
+	out := &Verdict{}
 	if s.OnFailure != nil {
 		// A pass over every node on every sync: only for sets that ask.
-		// computeStatus names the failing pods of the others only when
+		// ComputeStatus names the failing pods of the others only when
 		// their progress deadline has passed.
 		out.failing, out.next = failingPods(v, failureRules(s), s.ProgressDeadline)
 	}
-	resumed := ds.Annotations[everynodev1alpha1.AnnotationResumeRevision] == v.hash
+	resumed := ds.Annotations[everynodev1alpha1.AnnotationResumeRevision] == v.Hash
 
 	if prev := ds.Status.RolloutFailure; prev != nil {
 		switch {
-		case prev.Revision == v.hash && prev.Action == everynodev1alpha1.RolloutFailurePause && !resumed:
-			out.record, out.stopped = prev, true
+		case prev.Revision == v.Hash && prev.Action == everynodev1alpha1.RolloutFailurePause && !resumed:
+			out.Record, out.stopped = prev, true
 			return out
-		case prev.Action == everynodev1alpha1.RolloutFailureRollback && prev.RolledBackTo == v.hash:
+		case prev.Action == everynodev1alpha1.RolloutFailureRollback && prev.RolledBackTo == v.Hash:
 			// Rolling back: keep saying so until the template changes.
-			out.record = prev
+			out.Record = prev
 			return out
 		}
 	}
@@ -203,28 +203,28 @@ func judge(v *setView) *verdict {
 	}
 
 	rec := &everynodev1alpha1.RolloutFailure{
-		Revision: v.hash,
+		Revision: v.Hash,
 		Action:   everynodev1alpha1.RolloutFailurePause,
-		Time:     metav1.NewTime(v.now),
+		Time:     metav1.NewTime(v.Now),
 		Message: fmt.Sprintf("%d %s of revision %d failing: %s", len(out.failing), plural(len(out.failing), "pod", "pods"),
-			v.revisions[v.hash], describeFailing(out.failing)),
+			v.revisions[v.Hash], describeFailing(out.failing)),
 	}
 	if s.OnFailure.Action == everynodev1alpha1.RolloutFailureRollback {
 		target := ds.Status.AvailableRevision
-		if n, ok := v.revisions[target]; ok && target != v.hash {
-			out.rollbackTo = &revisionRef{hash: target, number: n}
-			if !v.acts {
+		if n, ok := v.revisions[target]; ok && target != v.Hash {
+			out.RollbackTo = &RevisionRef{Hash: target, Number: n}
+			if !v.Acts {
 				// Found, not yet recorded or reported: the sync that acts
 				// does both.
 				return out
 			}
 			rec.Action, rec.RolledBackTo = everynodev1alpha1.RolloutFailureRollback, target
 			rec.Message += fmt.Sprintf("; rolled back to revision %d", n)
-			out.record, out.fresh = rec, true
+			out.Record, out.Fresh = rec, true
 			return out
 		}
 		rec.Message += "; no earlier revision ran available on every node (or history no longer holds it), so the rollout paused instead of rolling back"
 	}
-	out.record, out.stopped, out.fresh = rec, true, true
+	out.Record, out.stopped, out.Fresh = rec, true, true
 	return out
 }
