@@ -6,10 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	utiljson "sigs.k8s.io/json"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
@@ -104,43 +106,87 @@ type InPlaceUpdate struct {
 }
 
 // InPlaceContainer is a container as it ran before an in-place update.
+// Its JSON names are those of the pod's container statuses.
 type InPlaceContainer struct {
-	Name        string
-	ImageID     string
-	ContainerID string
+	Name        string `json:"name"`
+	ImageID     string `json:"imageID,omitempty"`
+	ContainerID string `json:"containerID,omitempty"`
 }
 
-// inPlaceFormat is the first word of AnnotationInPlaceUpdate, so the
-// format can change.
-const inPlaceFormat = "v1"
+// inPlaceRecord is AnnotationInPlaceUpdate's JSON: InPlaceUpdate under the
+// names a person reading the pod expects, the time in RFC 3339.
+type inPlaceRecord struct {
+	Revision           string             `json:"revision"`
+	UpdateTime         string             `json:"updateTime"`
+	RestartCount       int32              `json:"restartCount"`
+	PreviousContainers []InPlaceContainer `json:"previousContainers,omitempty"`
+}
 
-// String is the annotation's value: "v1 <hash> <unix seconds> <restarts>"
-// and one "<name>=<imageID>,<containerID>" per container, space separated.
-// It is not JSON so that reading it, which the controller does for every
-// pod updated in place on every sync until it is done, costs next to
-// nothing.
+// String is the annotation's value, compact JSON (one line) in a fixed
+// field order:
+//
+//	{"revision":"5f7c9d","updateTime":"2023-11-14T22:13:20Z","restartCount":3,
+//	 "previousContainers":[{"name":"app","imageID":"...","containerID":"..."}]}
+//
+// The time is UTC, to the second.
 func (u *InPlaceUpdate) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %d %d", inPlaceFormat, u.Revision, u.Time.Unix(), u.Restarts)
-	for _, c := range u.Containers {
-		fmt.Fprintf(&b, " %s=%s,%s", c.Name, c.ImageID, c.ContainerID)
-	}
-	return b.String()
+	// Strings and an integer always encode.
+	raw, _ := json.Marshal(inPlaceRecord{
+		Revision:           u.Revision,
+		UpdateTime:         u.Time.UTC().Format(time.RFC3339),
+		RestartCount:       u.Restarts,
+		PreviousContainers: u.Containers,
+	})
+	return string(raw)
 }
 
-// ParseInPlaceUpdate reads AnnotationInPlaceUpdate; ok is false when the
-// value is not one String wrote.
+// ParseInPlaceUpdate reads AnnotationInPlaceUpdate, as String writes it or
+// in the text format of older everynode releases (parseInPlaceText); ok is
+// false when the value is neither. It never panics on any input.
 func ParseInPlaceUpdate(s string) (u InPlaceUpdate, ok bool) {
+	if !strings.HasPrefix(strings.TrimLeft(s, " \t\r\n"), "{") {
+		return parseInPlaceText(s)
+	}
+	var r inPlaceRecord
+	if err := utiljson.UnmarshalCaseSensitivePreserveInts([]byte(s), &r); err != nil {
+		return InPlaceUpdate{}, false
+	}
+	at, err := time.Parse(time.RFC3339, r.UpdateTime)
+	if err != nil || r.Revision == "" || r.RestartCount < 0 {
+		return InPlaceUpdate{}, false
+	}
+	for _, c := range r.PreviousContainers {
+		if c.Name == "" {
+			return InPlaceUpdate{}, false
+		}
+	}
+	return InPlaceUpdate{Revision: r.Revision, Time: at.UTC(), Restarts: r.RestartCount, Containers: r.PreviousContainers}, true
+}
+
+// inPlaceTextFormat is the first word of the text format.
+const inPlaceTextFormat = "v1"
+
+// parseInPlaceText reads the text format everynode wrote before the JSON
+// one: "v1 <hash> <unix seconds> <restarts>" and one
+// "<name>=<imageID>,<containerID>" per container, space separated. It is
+// read only so that pods an older everynode updated in place keep their
+// update when everynode is upgraded in the middle of a rollout; a later
+// release may drop it.
+//
+// It accepts only what String can write back: valid UTF-8, a time in RFC
+// 3339's years, no negative restart count (none of which it ever wrote).
+func parseInPlaceText(s string) (u InPlaceUpdate, ok bool) {
 	f := strings.Fields(s)
-	if len(f) < 4 || f[0] != inPlaceFormat {
+	if len(f) < 4 || f[0] != inPlaceTextFormat || !utf8.ValidString(s) {
 		return u, false
 	}
 	sec, err1 := strconv.ParseInt(f[2], 10, 64)
 	restarts, err2 := strconv.ParseInt(f[3], 10, 32)
-	if err1 != nil || err2 != nil {
+	at := time.Unix(sec, 0).UTC()
+	if err1 != nil || err2 != nil || restarts < 0 || at.Year() < 0 || at.Year() > 9999 {
 		return u, false
 	}
-	u = InPlaceUpdate{Revision: f[1], Time: time.Unix(sec, 0), Restarts: int32(restarts), Containers: make([]InPlaceContainer, 0, len(f)-4)}
+	u = InPlaceUpdate{Revision: f[1], Time: at, Restarts: int32(restarts)}
 	for _, w := range f[4:] {
 		name, ids, ok1 := strings.Cut(w, "=")
 		imageID, containerID, ok2 := strings.Cut(ids, ",")

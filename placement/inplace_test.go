@@ -3,6 +3,7 @@ package placement
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,22 +72,197 @@ func TestImagesOnlyChange(t *testing.T) {
 }
 
 func TestInPlaceUpdateRoundTrip(t *testing.T) {
-	u := InPlaceUpdate{
-		Revision: "5f7c9d", Time: time.Unix(1700000000, 0), Restarts: 3,
-		Containers: []InPlaceContainer{
-			{Name: "app", ImageID: "docker.io/library/app@sha256:abc", ContainerID: "containerd://123"},
-			{Name: "log", ImageID: "", ContainerID: ""},
+	at := time.Date(2023, 11, 14, 22, 13, 20, 0, time.UTC)
+	tests := map[string]struct {
+		u    InPlaceUpdate
+		want InPlaceUpdate // zero: u itself
+	}{
+		"two containers, one with no status": {u: InPlaceUpdate{
+			Revision: "5f7c9d", Time: at, Restarts: 3,
+			Containers: []InPlaceContainer{
+				{Name: "app", ImageID: "docker.io/library/app@sha256:abc", ContainerID: "containerd://123"},
+				{Name: "log"},
+			},
+		}},
+		"no container waited for (init container images only)": {u: InPlaceUpdate{Revision: "h", Time: at}},
+		"zero time":                 {u: InPlaceUpdate{Revision: "h", Time: time.Time{}.UTC(), Containers: []InPlaceContainer{{Name: "a"}}}},
+		"characters JSON escapes":   {u: InPlaceUpdate{Revision: "h", Time: at, Containers: []InPlaceContainer{{Name: "a", ImageID: `x" <&> \ é`}}}},
+		"time in another time zone": {u: InPlaceUpdate{Revision: "h", Time: at.In(time.FixedZone("X", 3600))}, want: InPlaceUpdate{Revision: "h", Time: at}},
+		"time to the second":        {u: InPlaceUpdate{Revision: "h", Time: at.Add(999 * time.Millisecond)}, want: InPlaceUpdate{Revision: "h", Time: at}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			want := tc.want
+			if want.Revision == "" {
+				want = tc.u
+			}
+			s := tc.u.String()
+			if !json.Valid([]byte(s)) {
+				t.Fatalf("String() = %q, not JSON", s)
+			}
+			got, ok := ParseInPlaceUpdate(s)
+			if !ok || !reflect.DeepEqual(got, want) {
+				t.Errorf("ParseInPlaceUpdate(%q) = %+v, %v; want %+v", s, got, ok, want)
+			}
+		})
+	}
+}
+
+// The annotation a person reads in `kubectl get pod -o yaml`: field names,
+// order and the time's form are fixed.
+func TestInPlaceUpdateString(t *testing.T) {
+	tests := map[string]struct {
+		u    InPlaceUpdate
+		want string
+	}{
+		"containers": {
+			u: InPlaceUpdate{Revision: "5f7c9d", Time: time.Unix(1700000000, 0), Restarts: 3, Containers: []InPlaceContainer{
+				{Name: "app", ImageID: "docker.io/library/app@sha256:abc", ContainerID: "containerd://123"}, {Name: "log"},
+			}},
+			want: `{"revision":"5f7c9d","updateTime":"2023-11-14T22:13:20Z","restartCount":3,"previousContainers":[` +
+				`{"name":"app","imageID":"docker.io/library/app@sha256:abc","containerID":"containerd://123"},{"name":"log"}]}`,
+		},
+		"none": {
+			u:    InPlaceUpdate{Revision: "5f7c9d", Time: time.Unix(1700000000, 0)},
+			want: `{"revision":"5f7c9d","updateTime":"2023-11-14T22:13:20Z","restartCount":0}`,
 		},
 	}
-	got, ok := ParseInPlaceUpdate(u.String())
-	if !ok || !reflect.DeepEqual(got, u) {
-		t.Errorf("round trip of %q: %+v, %v", u.String(), got, ok)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.u.String(); got != tc.want {
+				t.Errorf("String() =\n%s\nwant\n%s", got, tc.want)
+			}
+		})
 	}
-	for _, bad := range []string{"", "v1", "v2 h 1 0", "v1 h x 0", "v1 h 1 0 app", "v1 h 1 0 =a,b", "v1 h 1 0 app=a"} {
-		if _, ok := ParseInPlaceUpdate(bad); ok {
-			t.Errorf("ParseInPlaceUpdate(%q) accepted", bad)
+}
+
+// Pods an older everynode updated in place carry the text format; an
+// upgrade in the middle of a rollout must not lose their updates.
+func TestParseInPlaceUpdateTextFormat(t *testing.T) {
+	tests := map[string]struct {
+		in   string
+		want InPlaceUpdate
+	}{
+		"containers": {
+			in: "v1 5f7c9d 1700000000 3 app=docker.io/library/app@sha256:abc,containerd://123 log=,",
+			want: InPlaceUpdate{Revision: "5f7c9d", Time: time.Unix(1700000000, 0).UTC(), Restarts: 3, Containers: []InPlaceContainer{
+				{Name: "app", ImageID: "docker.io/library/app@sha256:abc", ContainerID: "containerd://123"}, {Name: "log"},
+			}},
+		},
+		"no containers":        {in: "v1 h 1 0", want: InPlaceUpdate{Revision: "h", Time: time.Unix(1, 0).UTC()}},
+		"extra spaces":         {in: "  v1  h 1  0   a=i,c ", want: InPlaceUpdate{Revision: "h", Time: time.Unix(1, 0).UTC(), Containers: []InPlaceContainer{{Name: "a", ImageID: "i", ContainerID: "c"}}}},
+		"zero time, as Unix()": {in: "v1 h -62135596800 0", want: InPlaceUpdate{Revision: "h", Time: time.Time{}.UTC()}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, ok := ParseInPlaceUpdate(tc.in)
+			if !ok || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ParseInPlaceUpdate(%q) = %+v, %v; want %+v", tc.in, got, ok, tc.want)
+			}
+			// Written again, it is JSON and reads back the same.
+			again, ok := ParseInPlaceUpdate(got.String())
+			if !ok || !reflect.DeepEqual(again, tc.want) || !strings.HasPrefix(got.String(), "{") {
+				t.Errorf("rewritten as %q: %+v, %v", got.String(), again, ok)
+			}
+		})
+	}
+}
+
+func TestParseInPlaceUpdateMalformed(t *testing.T) {
+	const at = `"updateTime":"2023-11-14T22:13:20Z"`
+	tests := map[string]string{
+		"empty":                             "",
+		"spaces":                            "  \n",
+		"text: version only":                "v1",
+		"text: other version":               "v2 h 1 0",
+		"text: time not a number":           "v1 h x 0",
+		"text: restarts not a number":       "v1 h 1 x",
+		"text: restarts over int32":         "v1 h 1 2147483648",
+		"text: negative restarts":           "v1 h 1 -1",
+		"text: time past year 9999":         "v1 h 253402300800 0",
+		"text: container without ids":       "v1 h 1 0 app",
+		"text: container without =":         "v1 h 1 0 a,b",
+		"text: container without name":      "v1 h 1 0 =a,b",
+		"text: container one id":            "v1 h 1 0 app=a",
+		"text: invalid UTF-8":               "v1 h 1 0 a=\xff,c",
+		"json: open":                        "{",
+		"json: empty object":                "{}",
+		"json: null":                        "null",
+		"json: array":                       `[{"revision":"h",` + at + `}]`,
+		"json: string":                      `"v1 h 1 0"`,
+		"json: no revision":                 `{` + at + `}`,
+		"json: empty revision":              `{"revision":"",` + at + `}`,
+		"json: no time":                     `{"revision":"h"}`,
+		"json: time not RFC 3339":           `{"revision":"h","updateTime":"1700000000"}`,
+		"json: time a number":               `{"revision":"h","updateTime":1700000000}`,
+		"json: negative restarts":           `{"revision":"h",` + at + `,"restartCount":-1}`,
+		"json: restarts over int32":         `{"revision":"h",` + at + `,"restartCount":2147483648}`,
+		"json: restarts a string":           `{"revision":"h",` + at + `,"restartCount":"3"}`,
+		"json: container without name":      `{"revision":"h",` + at + `,"previousContainers":[{"imageID":"i"}]}`,
+		"json: container null":              `{"revision":"h",` + at + `,"previousContainers":[null]}`,
+		"json: containers an object":        `{"revision":"h",` + at + `,"previousContainers":{"app":{}}}`,
+		"json: field names in another case": `{"Revision":"h","UpdateTime":"2023-11-14T22:13:20Z"}`,
+		"json: trailing data":               `{"revision":"h",` + at + `} x`,
+		"json: two objects":                 `{"revision":"h",` + at + `}{}`,
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			if u, ok := ParseInPlaceUpdate(in); ok || !reflect.DeepEqual(u, InPlaceUpdate{}) {
+				t.Errorf("ParseInPlaceUpdate(%q) = %+v, %v; want nothing, false", in, u, ok)
+			}
+		})
+	}
+}
+
+// InPlaceUpdateOf reads both formats, and only an update to the pod's own
+// revision.
+func TestInPlaceUpdateOf(t *testing.T) {
+	u := InPlaceUpdate{Revision: "new", Time: time.Unix(200, 0).UTC(), Restarts: 1, Containers: []InPlaceContainer{{Name: "app", ImageID: "i", ContainerID: "c"}}}
+	tests := map[string]struct {
+		hash, annotation string
+		want             bool
+	}{
+		"json":                         {hash: "new", annotation: u.String(), want: true},
+		"text, from before an upgrade": {hash: "new", annotation: "v1 new 200 1 app=i,c", want: true},
+		"json, another revision":       {hash: "newer", annotation: u.String()},
+		"text, another revision":       {hash: "newer", annotation: "v1 new 200 1 app=i,c"},
+		"malformed":                    {hash: "new", annotation: "{"},
+		"none":                         {hash: "new"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"controller-revision-hash": tc.hash}}}
+			if tc.annotation != "" {
+				pod.Annotations = map[string]string{everynodev1alpha1.AnnotationInPlaceUpdate: tc.annotation}
+			}
+			got, ok := InPlaceUpdateOf(pod)
+			if ok != tc.want || (ok && !reflect.DeepEqual(got, u)) {
+				t.Errorf("InPlaceUpdateOf = %+v, %v; want %v", got, ok, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzParseInPlaceUpdate: no input panics the parser, and what it accepts,
+// in either format, String writes as JSON that reads back to itself.
+func FuzzParseInPlaceUpdate(f *testing.F) {
+	f.Add(`{"revision":"5f7c9d","updateTime":"2023-11-14T22:13:20Z","restartCount":3,"previousContainers":[{"name":"app","imageID":"i","containerID":"c"}]}`)
+	f.Add(`{"revision":"h","updateTime":"2023-11-14T22:13:20.5+01:00"}`)
+	f.Add("v1 5f7c9d 1700000000 3 app=docker.io/library/app@sha256:abc,containerd://123 log=,")
+	f.Add("v1 h 1 0")
+	f.Add("v1 h 1 0 =a,b")
+	f.Add("{")
+	f.Fuzz(func(t *testing.T, in string) {
+		u, ok := ParseInPlaceUpdate(in)
+		if !ok {
+			return
 		}
-	}
+		s := u.String()
+		again, ok := ParseInPlaceUpdate(s)
+		if !ok || again.String() != s {
+			t.Fatalf("ParseInPlaceUpdate(%q) = %+v, written as %q, read back as %+v, %v", in, u, s, again, ok)
+		}
+	})
 }
 
 // runningPod is a pod whose containers run the images of its spec, ready.
@@ -131,7 +307,7 @@ func TestInPlacePatchAndDone(t *testing.T) {
 		t.Errorf("patch %s", raw)
 	}
 	u, ok := ParseInPlaceUpdate(p.Metadata.Annotations[everynodev1alpha1.AnnotationInPlaceUpdate])
-	want := InPlaceUpdate{Revision: "new", Time: time.Unix(200, 0), Restarts: 3, Containers: []InPlaceContainer{{Name: "log", ImageID: "id-log:1", ContainerID: "c-log:1"}}}
+	want := InPlaceUpdate{Revision: "new", Time: time.Unix(200, 0).UTC(), Restarts: 3, Containers: []InPlaceContainer{{Name: "log", ImageID: "id-log:1", ContainerID: "c-log:1"}}}
 	if !ok || !reflect.DeepEqual(u, want) {
 		t.Errorf("recorded %+v, want %+v", u, want)
 	}
@@ -202,5 +378,27 @@ func TestInPlacePatchInitContainers(t *testing.T) {
 	// with a new sandbox.
 	if len(u.Containers) != 1 || u.Containers[0].Name != "proxy" {
 		t.Errorf("waits for %+v, want the sidecar alone", u.Containers)
+	}
+}
+
+// The controller reads the annotation of a pod updated in place once per
+// version of the pod it sees (its pod memo keeps the result).
+func BenchmarkParseInPlaceUpdate(b *testing.B) {
+	u := InPlaceUpdate{Revision: "5f7c9d8b6", Time: time.Unix(1700000000, 0), Restarts: 3, Containers: []InPlaceContainer{
+		{Name: "agent", ImageID: "docker.io/library/agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", ContainerID: "containerd://0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+	}}
+	c := u.Containers[0]
+	for name, in := range map[string]string{
+		"json": u.String(),
+		"text": "v1 5f7c9d8b6 1700000000 3 " + c.Name + "=" + c.ImageID + "," + c.ContainerID,
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := ParseInPlaceUpdate(in); !ok {
+					b.Fatal("not parsed")
+				}
+			}
+		})
 	}
 }
