@@ -67,13 +67,27 @@ const (
 	ConditionInPlaceUpdateReady = "everynode.io/in-place-update-ready"
 
 	// AnnotationInPlaceUpdate on a pod records its last in-place update, in
-	// the same patch that changes its images: the revision hash it moved to,
-	// then for each container whose image changed, name=imageID,containerID
-	// of the container that ran before, space separated. The update is done
-	// when each such container is started and ready and reports another
-	// imageID (or, for the same image digest under a new name, another
-	// container ID). It stays on the pod afterwards; a later in-place update
-	// replaces it. Read by placement.ParseInPlaceUpdate.
+	// the same patch that changes its images, as one line of JSON:
+	//
+	//	{"revision":"5f7c9d8b6","updateTime":"2023-11-14T22:13:20Z","restartCount":3,
+	//	 "previousContainers":[{"name":"agent","imageID":"docker.io/library/agent@sha256:...","containerID":"containerd://..."}]}
+	//
+	// revision is the revision hash the pod moved to; updateTime when the
+	// patch was sent (RFC 3339, UTC, to the second); restartCount the pod's
+	// restart count, all containers, once the update is done (the count
+	// before, plus one per container it restarts); previousContainers, for
+	// each container whose image changed and that restarts for it, the
+	// imageID and containerID of the container that ran before (absent when
+	// the pod's status had none). The update is done when each such
+	// container is started and ready and reports another imageID (or, for
+	// the same image digest under a new name, another container ID). The
+	// rollout's onFailure counts the pod's age from updateTime and its
+	// restarts above restartCount. It stays on the pod afterwards; a later
+	// in-place update replaces it. Read by placement.ParseInPlaceUpdate,
+	// which also reads the text format of releases before the JSON one
+	// ("v1 <revision> <unix seconds> <restartCount> <name>=<imageID>,<containerID>..."),
+	// for pods updated in place before an upgrade; a later release may stop
+	// reading it.
 	AnnotationInPlaceUpdate = "everynode.io/in-place-update"
 )
 
