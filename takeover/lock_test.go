@@ -3,48 +3,17 @@ package takeover
 import (
 	"context"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 )
 
 const lockPolicy = "everynode-takeover-lock"
-
-// lockedRunner is a Runner with a Lock over kube, which has the policy
-// unless noPolicy; runs and running count its controller's runs.
-func lockedRunner(t *testing.T, ctx context.Context, kube *kubefake.Clientset, noPolicy bool) (r *Runner, runs, running *atomic.Int32) {
-	t.Helper()
-	generations(kube)
-	if !noPolicy {
-		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: lockPolicy, UID: "policy-uid"}}
-		if _, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	inf := informers.NewSharedInformerFactory(kube, 0)
-	sets := inf.Apps().V1().DaemonSets().Informer()
-	inf.Start(ctx.Done())
-	inf.WaitForCacheSync(ctx.Done())
-	runs, running = &atomic.Int32{}, &atomic.Int32{}
-	return &Runner{
-		Probe: &Probe{Client: kube, Namespace: "everynode-system", Timeout: 50 * time.Millisecond, Poll: 10 * time.Millisecond},
-		Sets:  sets,
-		Lock:  &Lock{Client: kube, Policy: lockPolicy},
-		Retry: 50 * time.Millisecond,
-		NewController: func(context.Context) (Controller, error) {
-			return fakeController{runs, running}, nil
-		},
-	}, runs, running
-}
 
 func bound(t *testing.T, kube *kubefake.Clientset) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 	t.Helper()
@@ -60,31 +29,20 @@ func bound(t *testing.T, kube *kubefake.Clientset) *admissionregistrationv1.Vali
 
 // The lock is bound between two clean checks and before the controller
 // runs, held while it runs, and released when another controller answers
-// the probe. It binds the chart's policy with Deny, owned by the policy so
+// the probe; every later check, one per Retry, is answered and leaves it
+// unbound. It binds the chart's policy with Deny, owned by the policy so
 // that uninstalling the chart unbinds it.
 func TestRunnerHoldsTheLockWhileItRuns(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	kube := kubefake.NewClientset()
-	r, runs, running := lockedRunner(t, ctx, kube, false)
-	var order []string
-	kube.PrependReactor("*", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		switch {
-		case a.GetResource().Resource == "daemonsets" && (a.GetVerb() == "create" || a.GetVerb() == "update") && a.GetSubresource() == "":
-			order = append(order, "check")
-		case a.GetResource().Resource == "validatingadmissionpolicybindings" && a.GetVerb() == "create":
-			order = append(order, "lock")
-		}
-		return false, nil, nil
-	})
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, 1) }()
-	waitFor(t, "the controller to run", func() bool { return running.Load() == 1 })
+	f := newRunnerFixture(t, ctx, runnerOpts{lock: true})
+	done := f.start(ctx)
+	waitFor(t, "the controller to run", func() bool { return f.running.Load() == 1 })
 
-	if got := order; len(got) != 3 || got[0] != "check" || got[1] != "lock" || got[2] != "check" {
-		t.Errorf("before the controller ran: %v, want [check lock check]", got)
+	if got, want := f.requestsSoFar(), []string{"check", "policy", "lock", "check"}; !slices.Equal(got, want) {
+		t.Errorf("before the controller ran: %v, want %v", got, want)
 	}
-	b := bound(t, kube)
+	b := bound(t, f.kube)
 	if b == nil {
 		t.Fatal("the controller runs without the lock")
 	}
@@ -97,11 +55,16 @@ func TestRunnerHoldsTheLockWhileItRuns(t *testing.T) {
 
 	// kube-controller-manager's controller answers the probe (the one
 	// write the lock lets it make): everynode stops, then unlocks.
-	answerProbe(t, kube)
-	waitFor(t, "the lock to be released", func() bool { return running.Load() == 0 && bound(t, kube) == nil })
-	time.Sleep(300 * time.Millisecond) // several retries, all answered
-	if runs.Load() != 1 || bound(t, kube) != nil {
-		t.Errorf("after the other controller answered: %d runs, bound %v; want 1 run and no lock", runs.Load(), bound(t, kube) != nil)
+	answerProbe(t, f.kube)
+	waitFor(t, "the controller to stop", func() bool { return f.running.Load() == 0 })
+	f.waitIdle(t)
+	f.retry(t, 3)
+	want := append([]string{"check", "policy", "lock", "check", "unlock"}, repeat(3, "check", "unlock")...)
+	if got := f.requestsSoFar(); !slices.Equal(got, want) {
+		t.Errorf("after the other controller answered and 3 Retry intervals: requests %v, want %v", got, want)
+	}
+	if f.runs.Load() != 1 || bound(t, f.kube) != nil {
+		t.Errorf("after the other controller answered: %d runs, bound %v; want 1 run and no lock", f.runs.Load(), bound(t, f.kube) != nil)
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -111,64 +74,34 @@ func TestRunnerHoldsTheLockWhileItRuns(t *testing.T) {
 
 // A controller that starts between the first check and the lock answers
 // the second check: everynode unlocks at once, before it checks again,
-// and never runs.
+// never runs, and does not lock again while that controller answers.
 func TestRunnerUnlocksWhenTheSecondCheckIsAnswered(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	kube := kubefake.NewClientset()
-	r, runs, _ := lockedRunner(t, ctx, kube, false)
-	var (
-		mu    sync.Mutex
-		order []string
-	)
-	kube.PrependReactor("*", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		var seen string
-		switch {
-		case a.GetResource().Resource == "daemonsets" && (a.GetVerb() == "create" || a.GetVerb() == "update") && a.GetSubresource() == "":
-			seen = "check"
-		case a.GetResource().Resource == "validatingadmissionpolicybindings" && a.GetVerb() == "create":
-			seen = "lock"
-		case a.GetResource().Resource == "validatingadmissionpolicybindings" && a.GetVerb() == "delete":
-			seen = "unlock"
-		default:
-			return false, nil, nil
-		}
-		mu.Lock()
-		first := seen == "lock" && !slices.Contains(order, "lock")
-		order = append(order, seen)
-		mu.Unlock()
-		if first {
-			otherController(kube)
+	f := newRunnerFixture(t, ctx, runnerOpts{lock: true})
+	var started bool // only the Runner's goroutine calls the reactor
+	f.kube.PrependReactor("create", "validatingadmissionpolicybindings", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if !started {
+			started = true
+			otherController(f.kube)
 		}
 		return false, nil, nil
 	})
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, 1) }()
-	waitFor(t, "a check after the lock was taken and released", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(order) >= 5
-	})
-	time.Sleep(300 * time.Millisecond)
-	if n := runs.Load(); n != 0 {
-		t.Errorf("the controller ran %d times beside another one", n)
+	done := f.start(ctx)
+	f.waitIdle(t)
+	if got, want := f.requestsSoFar(), []string{"check", "policy", "lock", "check", "unlock"}; !slices.Equal(got, want) {
+		t.Errorf("requests %v, want %v", got, want)
+	}
+	f.retry(t, 3)
+	want := append([]string{"check", "policy", "lock", "check", "unlock"}, repeat(3, "check", "unlock")...)
+	if got := f.requestsSoFar(); !slices.Equal(got, want) {
+		t.Errorf("after 3 Retry intervals: requests %v, want %v", got, want)
+	}
+	if n := f.runs.Load(); n != 0 || bound(t, f.kube) != nil {
+		t.Errorf("the controller ran %d times beside another one, bound at the end %v; want none", n, bound(t, f.kube) != nil)
 	}
 	cancel()
 	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []string{"check", "lock", "check", "unlock", "check"}; !slices.Equal(order[:5], want) {
-		t.Errorf("requests %v, want them to start %v", order, want)
-	}
-	locks := 0
-	for _, r := range order {
-		if r == "lock" {
-			locks++
-		}
-	}
-	if locks != 1 || bound(t, kube) != nil {
-		t.Errorf("requests %v, bound at the end %v: want one lock, released, while the other controller answers", order, bound(t, kube) != nil)
-	}
 }
 
 // The end of a leadership term leaves the lock for the next leader: a
@@ -177,32 +110,33 @@ func TestRunnerUnlocksWhenTheSecondCheckIsAnswered(t *testing.T) {
 func TestRunnerKeepsTheLockForTheNextLeader(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	kube := kubefake.NewClientset()
-	r, _, running := lockedRunner(t, ctx, kube, false)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, 1) }()
-	waitFor(t, "the controller to run", func() bool { return running.Load() == 1 })
+	f := newRunnerFixture(t, ctx, runnerOpts{lock: true})
+	done := f.start(ctx)
+	waitFor(t, "the controller to run", func() bool { return f.running.Load() == 1 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	if bound(t, kube) == nil {
+	if bound(t, f.kube) == nil {
 		t.Error("the lock was released at the end of the term")
 	}
 }
 
 // Without the chart's policy, everynode does not take over: the lock was
-// asked for and cannot hold.
+// asked for and cannot hold. It asks again after each clean check, one
+// per Retry.
 func TestRunnerWithoutThePolicyDoesNotTakeOver(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	kube := kubefake.NewClientset()
-	r, runs, _ := lockedRunner(t, ctx, kube, true)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, 1) }()
-	time.Sleep(300 * time.Millisecond)
-	if runs.Load() != 0 || bound(t, kube) != nil {
-		t.Errorf("without the policy: %d runs, bound %v; want none", runs.Load(), bound(t, kube) != nil)
+	f := newRunnerFixture(t, ctx, runnerOpts{lock: true, noPolicy: true})
+	done := f.start(ctx)
+	f.waitIdle(t)
+	f.retry(t, 3)
+	if got, want := f.requestsSoFar(), repeat(4, "check", "policy"); !slices.Equal(got, want) {
+		t.Errorf("after 3 Retry intervals: requests %v, want %v", got, want)
+	}
+	if f.runs.Load() != 0 || bound(t, f.kube) != nil {
+		t.Errorf("without the policy: %d runs, bound %v; want none", f.runs.Load(), bound(t, f.kube) != nil)
 	}
 	cancel()
 	<-done
@@ -214,17 +148,18 @@ func TestRunnerWithoutThePolicyDoesNotTakeOver(t *testing.T) {
 func TestRunnerReleasesAStaleLock(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	kube := kubefake.NewClientset()
-	r, runs, _ := lockedRunner(t, ctx, kube, false)
-	if err := r.Lock.Acquire(ctx); err != nil {
+	f := newRunnerFixture(t, ctx, runnerOpts{lock: true})
+	if err := f.r.Lock.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
-	otherController(kube)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, 1) }()
-	waitFor(t, "the stale lock to be released", func() bool { return bound(t, kube) == nil })
-	if n := runs.Load(); n != 0 {
-		t.Errorf("the controller ran %d times beside another one", n)
+	otherController(f.kube)
+	done := f.start(ctx)
+	f.waitIdle(t)
+	if got, want := f.requestsSoFar(), []string{"policy", "lock", "check", "unlock"}; !slices.Equal(got, want) {
+		t.Errorf("requests %v, want the stale lock (policy, lock), then %v", got, want[2:])
+	}
+	if n := f.runs.Load(); n != 0 || bound(t, f.kube) != nil {
+		t.Errorf("the controller ran %d times beside another one, bound %v; want none, unbound", n, bound(t, f.kube) != nil)
 	}
 	cancel()
 	<-done

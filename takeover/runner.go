@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Controller is what Runner runs while the takeover holds: everynode's
@@ -34,6 +35,8 @@ type Runner struct {
 	Lock *Lock
 	// Retry is the time between checks while another controller runs.
 	Retry time.Duration
+	// Clock times Retry; nil means the real clock. Tests step a fake one.
+	Clock clock.Clock
 	// Active, when set, is told when the controller starts (true) and
 	// stops (false): the metric everynode_takeover_active.
 	Active func(bool)
@@ -71,7 +74,7 @@ func (r *Runner) Run(ctx context.Context, workers int) error {
 			}
 			r.release(ctx, logger)
 		}
-		if !sleep(ctx, r.Retry) {
+		if !r.sleep(ctx, r.Retry) {
 			return nil
 		}
 	}
@@ -171,15 +174,19 @@ func (r *Runner) runOnce(ctx context.Context, workers int) error {
 	return err
 }
 
-// sleep waits d, or less if ctx is done first; it reports whether the
-// whole of d went by.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// sleep waits d on the Runner's clock, or less if ctx is done first; it
+// reports whether the whole of d went by.
+func (r *Runner) sleep(ctx context.Context, d time.Duration) bool {
+	var clk clock.Clock = clock.RealClock{}
+	if r.Clock != nil {
+		clk = r.Clock
+	}
+	t := clk.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-t.C():
 		return true
 	}
 }
