@@ -36,8 +36,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
@@ -100,8 +100,9 @@ type Probe struct {
 	Timeout time.Duration
 	// Poll is how often the probe is read meanwhile; 0 means 250ms.
 	Poll time.Duration
-	// Now is the round's source; nil means time.Now.
-	Now func() time.Time
+	// Clock is the round's source and times Poll and Timeout; nil means
+	// the real clock. Tests step a fake one.
+	Clock clock.Clock
 }
 
 // ErrOtherController is the error of a Check that found another DaemonSet
@@ -122,16 +123,16 @@ func (e *ErrOtherController) Error() string {
 // nobody did, *ErrOtherController when someone did, and another error
 // when it could not tell.
 func (p *Probe) Check(ctx context.Context) error {
-	now := time.Now
-	if p.Now != nil {
-		now = p.Now
+	var clk clock.Clock = clock.RealClock{}
+	if p.Clock != nil {
+		clk = p.Clock
 	}
 	poll := p.Poll
 	if poll == 0 {
 		poll = 250 * time.Millisecond
 	}
 	sets := p.Client.AppsV1().DaemonSets(p.Namespace)
-	want := ProbeSet(p.Namespace, now().UnixNano())
+	want := ProbeSet(p.Namespace, clk.Now().UnixNano())
 	probe, err := sets.Get(ctx, ProbeName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -152,20 +153,25 @@ func (p *Probe) Check(ctx context.Context) error {
 		}
 	}
 	gen := probe.Generation
-	start := now()
-	err = wait.PollUntilContextTimeout(ctx, poll, p.Timeout, false, func(ctx context.Context) (bool, error) {
+	start := clk.Now()
+	// Read every poll, and once more when Timeout is up: a read that
+	// comes late still counts, so a slow process cannot miss an answer.
+	for waited := time.Duration(0); waited < p.Timeout; {
+		t := clk.NewTimer(min(poll, p.Timeout-waited))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("watch the takeover probe DaemonSet %s/%s: %w", p.Namespace, ProbeName, ctx.Err())
+		case <-t.C():
+		}
 		cur, err := sets.Get(ctx, ProbeName, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return fmt.Errorf("watch the takeover probe DaemonSet %s/%s: %w", p.Namespace, ProbeName, err)
 		}
-		return cur.Status.ObservedGeneration >= gen, nil
-	})
-	switch {
-	case err == nil:
-		return &ErrOtherController{Generation: gen, Waited: now().Sub(start)}
-	case wait.Interrupted(err) && ctx.Err() == nil:
-		return nil
-	default:
-		return fmt.Errorf("watch the takeover probe DaemonSet %s/%s: %w", p.Namespace, ProbeName, err)
+		waited = clk.Since(start)
+		if cur.Status.ObservedGeneration >= gen {
+			return &ErrOtherController{Generation: gen, Waited: waited}
+		}
 	}
+	return nil
 }

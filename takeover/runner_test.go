@@ -28,7 +28,8 @@ func (f fakeController) Run(ctx context.Context, _ int) error {
 }
 
 // runnerFixture is a Runner over a fake API server whose Retry only a
-// fake clock times, and a record of what the Runner did.
+// fake clock times (the probe has its own), and a record of what the
+// Runner did.
 type runnerFixture struct {
 	r    *Runner
 	kube *kubefake.Clientset
@@ -84,10 +85,12 @@ func newRunnerFixture(t *testing.T, ctx context.Context, o runnerOpts) *runnerFi
 	sets := inf.Apps().V1().DaemonSets().Informer()
 	inf.Start(ctx.Done())
 	inf.WaitForCacheSync(ctx.Done())
+	// The probe's clock steps on its own: a check reads the probe 5 times
+	// over Timeout, in order, however late the machine runs them.
+	probeClk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	autoStep(ctx, probeClk, time.Second)
 	f.r = &Runner{
-		// The probe waits in real time: short, and in these tests another
-		// controller answers every read of it or none.
-		Probe: &Probe{Client: f.kube, Namespace: "everynode-system", Timeout: 50 * time.Millisecond, Poll: 10 * time.Millisecond},
+		Probe: &Probe{Client: f.kube, Namespace: "everynode-system", Timeout: 5 * time.Second, Poll: time.Second, Clock: probeClk},
 		Sets:  sets,
 		Retry: time.Minute,
 		Clock: f.clk,
@@ -189,6 +192,20 @@ func TestRunnerStopsWhenTheProbeIsAnswered(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v", err)
 	}
+}
+
+// autoStep steps clk by d each time something waits on it, until ctx is
+// done.
+func autoStep(ctx context.Context, clk *testingclock.FakeClock, d time.Duration) {
+	go func() {
+		for ctx.Err() == nil {
+			if clk.HasWaiters() {
+				clk.Step(d)
+			} else {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
