@@ -27,26 +27,33 @@ func BenchmarkDecodeArgs(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(fmt.Sprintf("codec/%d", n), func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				args, err := DecodeArgs(body)
-				if err != nil {
-					b.Fatal(err)
+		for _, name := range []string{"codec", "jsontext", "jsontext-peek", "jsontext-tokens", "jsontext-split"} {
+			decode := decoders[name]
+			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				start := cpuTime()
+				for b.Loop() {
+					args, err := decode(body)
+					if err != nil {
+						b.Fatal(err)
+					}
+					args.Release()
 				}
-				args.Release()
-			}
-		})
+				reportCPU(b, start)
+			})
+		}
 		b.Run(fmt.Sprintf("encoding-json/%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
+			start := cpuTime()
 			for b.Loop() {
 				var args extenderv1.ExtenderArgs
 				if err := json.Unmarshal(body, &args); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, start)
 		})
 	}
 }

@@ -71,25 +71,36 @@ func TestDecodeArgs(t *testing.T) {
 		"too deep":                    {body: `{"x":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}`, wantErr: true},
 		"deep enough":                 {body: `{"x":` + strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1) + `,"Pod":{}}`, wantPod: true},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := DecodeArgs([]byte(tc.body))
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
-			}
-			if err != nil {
-				return
-			}
-			daemon, apps := kinds(got.Pod)
-			if got.HasPod != tc.wantPod || daemon != tc.wantDaemon || apps != tc.wantApps {
-				t.Errorf("hasPod %v daemon %v apps daemon %v, want %v %v %v", got.HasPod, daemon, apps, tc.wantPod, tc.wantDaemon, tc.wantApps)
-			}
-			if (got.Names == nil) != (tc.wantNames == nil) || (got.Names != nil && !slices.Equal(*got.Names, tc.wantNames)) {
-				t.Errorf("names = %v, want %q", got.Names, tc.wantNames)
-			}
-			checkAgainstEncodingJSON(t, []byte(tc.body))
-		})
+	for dname, decode := range decoders {
+		for name, tc := range tests {
+			t.Run(dname+"/"+name, func(t *testing.T) {
+				got, err := decode([]byte(tc.body))
+				if (err != nil) != tc.wantErr {
+					t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+				}
+				if err != nil {
+					return
+				}
+				daemon, apps := kinds(got.Pod)
+				if got.HasPod != tc.wantPod || daemon != tc.wantDaemon || apps != tc.wantApps {
+					t.Errorf("hasPod %v daemon %v apps daemon %v, want %v %v %v", got.HasPod, daemon, apps, tc.wantPod, tc.wantDaemon, tc.wantApps)
+				}
+				if (got.Names == nil) != (tc.wantNames == nil) || (got.Names != nil && !slices.Equal(*got.Names, tc.wantNames)) {
+					t.Errorf("names = %v, want %q", got.Names, tc.wantNames)
+				}
+				checkAgainstEncodingJSON(t, []byte(tc.body))
+			})
+		}
 	}
+}
+
+// decoders are the decoders held to encoding/json.
+var decoders = map[string]func([]byte) (Args, error){
+	"codec":           DecodeArgs,
+	"jsontext":        decodeArgsJSONText,
+	"jsontext-peek":   func(b []byte) (Args, error) { return decodeArgsJT(b, namesPeek) },
+	"jsontext-tokens": func(b []byte) (Args, error) { return decodeArgsJT(b, namesTokens) },
+	"jsontext-split":  func(b []byte) (Args, error) { return decodeArgsJT(b, namesSplit) },
 }
 
 // kinds says whether a decoded pod is an everynode daemon pod or a pod of a
@@ -113,23 +124,31 @@ type readArgs struct {
 	NodeNames *[]string
 }
 
-// checkAgainstEncodingJSON fails unless DecodeArgs agrees with
-// encoding/json on body. The one leniency allowed: an ordinary pod is not
+// checkAgainstEncodingJSON fails unless every decoder in decoders agrees
+// with encoding/json on body. The one leniency allowed: an ordinary pod is not
 // decoded, so a type error inside it may pass where encoding/json fails.
 func checkAgainstEncodingJSON(t *testing.T, body []byte) {
 	t.Helper()
-	got, err := DecodeArgs(body)
+	for name, decode := range decoders {
+		checkDecoder(t, name, decode, body)
+	}
+}
+
+func checkDecoder(t *testing.T, name string, decode func([]byte) (Args, error), body []byte) {
+	t.Helper()
+	got, err := decode(body)
+	defer got.Release()
 	daemon, apps := kinds(got.Pod)
 	var ref readArgs
 	refErr := json.Unmarshal(body, &ref)
 	if refErr != nil {
 		if err == nil && (!json.Valid(body) || daemon || apps) {
-			t.Fatalf("DecodeArgs accepted %q, encoding/json: %v", body, refErr)
+			t.Fatalf("%s accepted %q, encoding/json: %v", name, body, refErr)
 		}
 		return
 	}
 	if err != nil {
-		t.Fatalf("DecodeArgs rejected %q (%v), encoding/json accepted it", body, err)
+		t.Fatalf("%s rejected %q (%v), encoding/json accepted it", name, body, err)
 	}
 	if got.HasPod != (ref.Pod != nil) {
 		t.Fatalf("hasPod %v, encoding/json pod %v", got.HasPod, ref.Pod)
@@ -147,12 +166,18 @@ func checkAgainstEncodingJSON(t *testing.T, body []byte) {
 	if (got.Names == nil) != (ref.NodeNames == nil) || (got.Names != nil && !slices.Equal(*got.Names, *ref.NodeNames)) {
 		t.Fatalf("names %v, encoding/json %v", got.Names, ref.NodeNames)
 	}
+	if got.NamesRaw != "" {
+		var raw []string
+		if err := json.Unmarshal([]byte(got.NamesRaw), &raw); err != nil || !slices.Equal(raw, *got.Names) {
+			t.Fatalf("NamesRaw %q does not decode to the names (%v)", got.NamesRaw, err)
+		}
+	}
 	if !apiequality.Semantic.DeepEqual(got.Nodes, ref.Nodes) {
 		t.Fatalf("nodes differ from encoding/json's")
 	}
 }
 
-// FuzzDecodeArgs holds the hand-written decoder to encoding/json.
+// FuzzDecodeArgs holds the decoders to encoding/json.
 func FuzzDecodeArgs(f *testing.F) {
 	for _, seed := range seeds(f) {
 		f.Add(seed)
