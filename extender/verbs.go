@@ -35,39 +35,30 @@ func newRequest(args codec.Args) request {
 	return req
 }
 
-// decodeRequest decodes the ExtenderArgs of a filter or prioritize call;
-// a body without a pod is a bad request. Release the request once the
-// answer is written.
-func decodeRequest(body []byte) (request, error) {
-	args, err := codec.DecodeArgs(body)
-	if err != nil {
-		return request{}, badRequest("decode ExtenderArgs: %v", err)
+// withRequest decodes the ExtenderArgs of a filter or prioritize call and
+// calls use with it; a body that does not decode, or has no pod, is a bad
+// request. The request is valid only until use returns.
+func withRequest(body []byte, use func(request) error) error {
+	decoded := false
+	err := codec.ReadArgs(body, func(args codec.Args) error {
+		decoded = true
+		if !args.HasPod {
+			return badRequest("ExtenderArgs has no Pod")
+		}
+		return use(newRequest(args))
+	})
+	if err != nil && !decoded {
+		return badRequest("decode ExtenderArgs: %v", err)
 	}
-	if !args.HasPod {
-		args.Release()
-		return request{}, badRequest("ExtenderArgs has no Pod")
-	}
-	return newRequest(args), nil
+	return err
 }
 
 // serveFilter decodes ExtenderArgs, filters its candidates and writes the
 // ExtenderFilterResult.
 func (e *Extender) serveFilter(body []byte, out *bytes.Buffer) error {
-	req, err := decodeRequest(body)
-	if err != nil {
-		return err
-	}
-	defer req.Release()
-	args := &req.Args
-	res := e.filterRequest(req)
-	// Passed names are a subsequence of the input's: if the input's were
-	// plain, so are they, and if none was dropped they can go back as
-	// they came.
-	text := codec.NameText{Plain: args.NamesRaw != ""}
-	if text.Plain && res.NodeNames != nil && len(*res.NodeNames) == len(*args.Names) {
-		text.Raw = args.NamesRaw
-	}
-	return codec.EncodeFilterResult(out, res, text)
+	return withRequest(body, func(req request) error {
+		return req.EncodeFilterResult(out, e.filterRequest(req))
+	})
 }
 
 // filter answers decoded ExtenderArgs (tests call it directly).
@@ -77,7 +68,9 @@ func (e *Extender) filter(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFil
 
 // filterRequest answers a decoded filter request. The answer always
 // carries a non-nil NodeNames (or Nodes, for a scheduler configured without
-// nodeCacheCapable), since nil there means "every node failed".
+// nodeCacheCapable), since nil there means "every node failed", and its
+// NodeNames are a subsequence of the request's, as EncodeFilterResult
+// needs.
 func (e *Extender) filterRequest(req request) *extenderv1.ExtenderFilterResult {
 	names, fromNodes := candidateNames(req)
 	var (
@@ -157,17 +150,14 @@ func keepNodes(nodes *corev1.NodeList, passed []string) *corev1.NodeList {
 
 // servePrioritize decodes ExtenderArgs and writes the HostPriorityList.
 func (e *Extender) servePrioritize(body []byte, out *bytes.Buffer) error {
-	req, err := decodeRequest(body)
-	if err != nil {
-		return err
-	}
-	defer req.Release()
-	if req.daemonPod == nil { // the common case, without a list to build
-		out.WriteString("[]\n")
-		return nil
-	}
-	names, _ := candidateNames(req)
-	return encodeJSON(out, prioritize(req.daemonPod, names))
+	return withRequest(body, func(req request) error {
+		if req.daemonPod == nil { // the common case, without a list to build
+			out.WriteString("[]\n")
+			return nil
+		}
+		names, _ := candidateNames(req)
+		return encodeJSON(out, prioritize(req.daemonPod, names))
+	})
 }
 
 // servePreempt decodes ExtenderPreemptionArgs and writes the narrowed

@@ -38,7 +38,7 @@ func BenchmarkDecodeArgs(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					args.Release()
+					args.release()
 				}
 				reportCPU(b, start)
 			})

@@ -96,7 +96,7 @@ func TestDecodeArgs(t *testing.T) {
 
 // decoders are the decoders held to encoding/json.
 var decoders = map[string]func([]byte) (Args, error){
-	"codec":           DecodeArgs,
+	"codec":           decodeArgs,
 	"jsontext":        decodeArgsJSONText,
 	"jsontext-peek":   func(b []byte) (Args, error) { return decodeArgsJT(b, namesPeek) },
 	"jsontext-tokens": func(b []byte) (Args, error) { return decodeArgsJT(b, namesTokens) },
@@ -114,7 +114,7 @@ func kinds(pod *corev1.Pod) (daemon, apps bool) {
 }
 
 // readArgs is ExtenderArgs cut down to what the verbs read, as
-// encoding/json decodes it: the reference DecodeArgs is held to. Of a pod,
+// encoding/json decodes it: the reference the decoders are held to. Of a pod,
 // only the metadata is ever read (the rest is checked for syntax only).
 type readArgs struct {
 	Pod *struct {
@@ -137,7 +137,7 @@ func checkAgainstEncodingJSON(t *testing.T, body []byte) {
 func checkDecoder(t *testing.T, name string, decode func([]byte) (Args, error), body []byte) {
 	t.Helper()
 	got, err := decode(body)
-	defer got.Release()
+	defer got.release()
 	daemon, apps := kinds(got.Pod)
 	var ref readArgs
 	refErr := json.Unmarshal(body, &ref)
@@ -166,10 +166,10 @@ func checkDecoder(t *testing.T, name string, decode func([]byte) (Args, error), 
 	if (got.Names == nil) != (ref.NodeNames == nil) || (got.Names != nil && !slices.Equal(*got.Names, *ref.NodeNames)) {
 		t.Fatalf("names %v, encoding/json %v", got.Names, ref.NodeNames)
 	}
-	if got.NamesRaw != "" {
+	if got.namesRaw != "" {
 		var raw []string
-		if err := json.Unmarshal([]byte(got.NamesRaw), &raw); err != nil || !slices.Equal(raw, *got.Names) {
-			t.Fatalf("NamesRaw %q does not decode to the names (%v)", got.NamesRaw, err)
+		if err := json.Unmarshal([]byte(got.namesRaw), &raw); err != nil || !slices.Equal(raw, *got.Names) {
+			t.Fatalf("namesRaw %q does not decode to the names (%v)", got.namesRaw, err)
 		}
 	}
 	if !apiequality.Semantic.DeepEqual(got.Nodes, ref.Nodes) {
@@ -204,17 +204,47 @@ func TestEncodeFilterResult(t *testing.T) {
 	}
 	for name, res := range tests {
 		t.Run(name, func(t *testing.T) {
-			checkEncodeFilterResult(t, res)
+			checkEncodeFilterResult(t, &Args{}, res)
 		})
+	}
+	for name, names := range map[string][]string{
+		"plain":   {"a", "b", "node-00001"},
+		"escaped": {"a\"b", "é", "c/d", "\u2028"},
+		"one":     {"n0"},
+	} {
+		t.Run("answer/"+name, func(t *testing.T) {
+			checkAnswers(t, names, extenderv1.ExtenderFilterResult{FailedNodes: map[string]string{"x": "why"}})
+		})
+	}
+}
+
+// checkAnswers decodes a request for names (at least one) and encodes
+// answers to it that keep every name (sent back as the request's text when
+// plain), drop the first, and keep none.
+func checkAnswers(t *testing.T, names []string, res extenderv1.ExtenderFilterResult) {
+	t.Helper()
+	body, err := json.Marshal(extenderv1.ExtenderArgs{Pod: &corev1.Pod{}, NodeNames: &names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ReadArgs(body, func(args Args) error {
+		for _, kept := range [][]string{*args.Names, (*args.Names)[1:], {}} {
+			res.NodeNames = &kept
+			checkEncodeFilterResult(t, &args, &res)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
 // checkEncodeFilterResult fails unless EncodeFilterResult's output decodes
 // to what encoding/json's own output decodes to.
-func checkEncodeFilterResult(t *testing.T, res *extenderv1.ExtenderFilterResult) {
+func checkEncodeFilterResult(t *testing.T, args *Args, res *extenderv1.ExtenderFilterResult) {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := EncodeFilterResult(&buf, res, NameText{}); err != nil {
+	if err := args.EncodeFilterResult(&buf, res); err != nil {
 		t.Fatal(err)
 	}
 	var got, want extenderv1.ExtenderFilterResult
@@ -233,15 +263,17 @@ func checkEncodeFilterResult(t *testing.T, res *extenderv1.ExtenderFilterResult)
 	}
 }
 
-// FuzzEncodeFilterResult holds the hand-written encoder to encoding/json.
+// FuzzEncodeFilterResult holds the hand-written encoder to encoding/json,
+// on names as given and as decoded from a request.
 func FuzzEncodeFilterResult(f *testing.F) {
 	f.Add("node-1", "why", "")
 	f.Add("a\"b\\c", "\xff\x00<", "err\u2028")
 	f.Fuzz(func(t *testing.T, name, reason, errText string) {
 		failed := map[string]string{name + "x": reason}
-		checkEncodeFilterResult(t, &extenderv1.ExtenderFilterResult{
-			NodeNames: &[]string{name, reason}, FailedNodes: failed, FailedAndUnresolvableNodes: maps.Clone(failed), Error: errText,
-		})
+		res := extenderv1.ExtenderFilterResult{FailedNodes: failed, FailedAndUnresolvableNodes: maps.Clone(failed), Error: errText}
+		checkAnswers(t, []string{name, reason}, res)
+		res.NodeNames = &[]string{name, reason}
+		checkEncodeFilterResult(t, &Args{}, &res)
 	})
 }
 

@@ -21,25 +21,38 @@ type Args struct {
 	// Pod is the pod's metadata (labels, annotations, owner references,
 	// name, UID), all any verb reads of it, and only when the pod may be a
 	// daemon pod of either kind: it carries the everynode daemon-pod label
-	// key or an owner of kind DaemonSet. DecodeArgs leaves it nil for any
+	// key or an owner of kind DaemonSet. ReadArgs leaves it nil for any
 	// other pod, whose fields are checked for syntax only.
 	Pod *corev1.Pod
-	// Names is NodeNames as sent: nil when absent or null. From DecodeArgs
-	// it comes from a pool: Release gives it back once the answer is
-	// written.
+	// Names is NodeNames as sent: nil when absent or null.
 	Names *[]string
-	// NamesRaw is the JSON text of NodeNames when every name in it is a
-	// plain string, so an answer that keeps every node can send it back as
-	// it came instead of encoding 5,000 names again; "" otherwise.
-	NamesRaw string
 	// Nodes is Nodes as sent, for a scheduler without nodeCacheCapable.
 	Nodes *corev1.NodeList
+
+	// namesRaw is the JSON text of NodeNames when every name in it is a
+	// plain string, so an answer that keeps every node can send it back as
+	// it came instead of encoding 5,000 names again; "" otherwise.
+	namesRaw string
 }
 
 // FromArgs turns ExtenderArgs decoded by encoding/json into Args; Pod is
 // the whole pod.
 func FromArgs(args *extenderv1.ExtenderArgs) Args {
 	return Args{HasPod: args.Pod != nil, Pod: args.Pod, Names: args.NodeNames, Nodes: args.Nodes}
+}
+
+// ReadArgs decodes an ExtenderArgs body as encoding/json would, reading
+// only what Args holds, and calls use with it. It returns the decoding
+// error, without calling use, or else use's error. The Args, and the
+// slice behind its Names, are valid only until use returns: the slice
+// then goes back to a pool.
+func ReadArgs(body []byte, use func(Args) error) error {
+	args, err := decodeArgs(body)
+	if err != nil {
+		return err
+	}
+	defer args.release()
+	return use(args)
 }
 
 // decodeArgsSlow decodes with encoding/json, for the rare input the fast
@@ -52,9 +65,9 @@ func decodeArgsSlow(body []byte) (Args, error) {
 	return FromArgs(&args), nil
 }
 
-// DecodeArgs decodes an ExtenderArgs body as encoding/json would, reading
-// only what Args holds. Call Release on the result once done with Names.
-func DecodeArgs(body []byte) (Args, error) {
+// decodeArgs decodes an ExtenderArgs body as encoding/json would, reading
+// only what Args holds. Call release on the result once done with Names.
+func decodeArgs(body []byte) (Args, error) {
 	sc := scanner{s: string(body)}
 	sc.ws()
 	if sc.i == len(sc.s) {
@@ -92,13 +105,13 @@ func DecodeArgs(body []byte) (Args, error) {
 			return err
 		case strings.EqualFold(key, "NodeNames"):
 			dup, seenNames = dup || seenNames, true
-			req.Release() // a repeated key: keep the pool whole
+			req.release() // a repeated key: keep the pool whole
 			sc.ws()
 			start := sc.i
 			names, plainNames, err := sc.stringArray()
 			req.Names = names
 			if err == nil && names != nil && plainNames {
-				req.NamesRaw = sc.s[start:sc.i]
+				req.namesRaw = sc.s[start:sc.i]
 			}
 			return err
 		case strings.EqualFold(key, "Nodes"):
@@ -114,25 +127,25 @@ func DecodeArgs(body []byte) (Args, error) {
 		err = sc.end()
 	}
 	if err != nil {
-		req.Release()
+		req.release()
 		return Args{}, err
 	}
 	if dup {
 		// encoding/json merges a repeated object into the first: let it.
-		req.Release()
+		req.release()
 		return decodeArgsSlow(body)
 	}
 	if nodesRaw != "" && nodesRaw != "null" {
 		req.Nodes = new(corev1.NodeList)
 		if err := json.Unmarshal([]byte(nodesRaw), req.Nodes); err != nil {
-			req.Release()
+			req.release()
 			return Args{}, fmt.Errorf("decode Nodes: %w", err)
 		}
 	}
 	switch {
 	case podRaw == "" || podRaw == "null":
 	case podRaw[0] != '{':
-		req.Release()
+		req.release()
 		return Args{}, errors.New("decode Pod: not a JSON object")
 	default:
 		req.HasPod = true
@@ -144,7 +157,7 @@ func DecodeArgs(body []byte) (Args, error) {
 				ObjectMeta metav1.ObjectMeta `json:"metadata"`
 			}
 			if err := json.Unmarshal([]byte(podRaw), &meta); err != nil {
-				req.Release()
+				req.release()
 				return Args{}, fmt.Errorf("decode Pod: %w", err)
 			}
 			req.Pod = &corev1.Pod{ObjectMeta: meta.ObjectMeta}
@@ -212,12 +225,12 @@ var namesPool = sync.Pool{New: func() any {
 // maxPooledNames bounds the slices kept in namesPool.
 const maxPooledNames = 1 << 15
 
-// Release returns the Names slice to the pool. Call it once nothing refers
-// to the names any more, that is after the answer is written; the Args must
-// not be used after.
-func (req *Args) Release() {
-	p := req.Names
-	req.Names = nil
+// release returns the Names slice to the pool. Call it once nothing
+// refers to the names any more, that is after the answer is written; the
+// Args must not be used after.
+func (args *Args) release() {
+	p := args.Names
+	args.Names, args.namesRaw = nil, ""
 	if p == nil || cap(*p) > maxPooledNames {
 		return
 	}

@@ -50,15 +50,6 @@ func appendStringMap(buf *bytes.Buffer, m map[string]string) {
 	buf.WriteByte('}')
 }
 
-// NameText says what EncodeFilterResult may assume of the node names it
-// writes.
-type NameText struct {
-	// Raw, when set, is the JSON text of exactly these names.
-	Raw string
-	// Plain is true when no name needs escaping.
-	Plain bool
-}
-
 // appendNames appends names as a JSON array, straight into the buffer's
 // spare capacity; names that need escaping (none, if plain) go through
 // appendString.
@@ -93,10 +84,13 @@ func isPlain(s string) bool {
 	return true
 }
 
-// EncodeFilterResult writes res as encoding/json would (fields in order;
-// map keys unordered, which JSON allows), using what text says of
-// res.NodeNames.
-func EncodeFilterResult(buf *bytes.Buffer, res *extenderv1.ExtenderFilterResult, text NameText) error {
+// EncodeFilterResult writes res, the answer to args, as encoding/json
+// would (fields in order; map keys unordered, which JSON allows).
+// res.NodeNames must be a subsequence of args.Names, as a filter's passed
+// nodes are: then, when args' names were all plain, so are these, and when
+// none was dropped they are args' names and go back as the text they came
+// in.
+func (args *Args) EncodeFilterResult(buf *bytes.Buffer, res *extenderv1.ExtenderFilterResult) error {
 	buf.WriteString(`{"Nodes":`)
 	if res.Nodes == nil {
 		buf.WriteString("null")
@@ -111,10 +105,10 @@ func EncodeFilterResult(buf *bytes.Buffer, res *extenderv1.ExtenderFilterResult,
 	switch {
 	case res.NodeNames == nil || *res.NodeNames == nil:
 		buf.WriteString("null")
-	case text.Raw != "":
-		buf.WriteString(text.Raw)
+	case args.namesRaw != "" && len(*res.NodeNames) == len(*args.Names):
+		buf.WriteString(args.namesRaw)
 	default:
-		appendNames(buf, *res.NodeNames, text.Plain)
+		appendNames(buf, *res.NodeNames, args.namesRaw != "")
 	}
 	buf.WriteString(`,"FailedNodes":`)
 	appendStringMap(buf, res.FailedNodes)

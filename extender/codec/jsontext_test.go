@@ -140,7 +140,7 @@ func (jt *jtDecoder) args(body []byte) (Args, error) {
 		seenNodes               bool
 	)
 	fail := func(err error) (Args, error) {
-		req.Release()
+		req.release()
 		return Args{}, jtErr(err)
 	}
 	for d.PeekKind() != '}' {
@@ -168,8 +168,8 @@ func (jt *jtDecoder) args(body []byte) (Args, error) {
 			}
 		case bytes.EqualFold(key, []byte("NodeNames")):
 			dup, seenNames = dup || seenNames, true
-			req.Release() // a repeated key: keep the pool whole
-			req.NamesRaw = ""
+			req.release() // a repeated key: keep the pool whole
+			req.namesRaw = ""
 			err = jt.names(&req)
 		case bytes.EqualFold(key, []byte("Nodes")):
 			dup, seenNodes = dup || seenNodes, true
@@ -191,7 +191,7 @@ func (jt *jtDecoder) args(body []byte) (Args, error) {
 	}
 	if dup {
 		// encoding/json merges a repeated object into the first: let it.
-		req.Release()
+		req.release()
 		return decodeArgsSlow(body)
 	}
 	if nodesRaw != nil && string(nodesRaw) != "null" {
@@ -273,7 +273,7 @@ func (jt *jtDecoder) names(req *Args) error {
 				return err
 			}
 			if plainNames {
-				req.NamesRaw = jt.s[start:d.InputOffset()]
+				req.namesRaw = jt.s[start:d.InputOffset()]
 			}
 			return nil
 		}
@@ -404,7 +404,7 @@ func (jt *jtDecoder) namesPeek(req *Args, start int64, names *[]string) error {
 				return err
 			}
 			if plainNames {
-				req.NamesRaw = jt.s[start:d.InputOffset()]
+				req.namesRaw = jt.s[start:d.InputOffset()]
 			}
 			return nil
 		case 0:
@@ -452,7 +452,7 @@ func (jt *jtDecoder) namesSplit(req *Args, s string, names *[]string) error {
 		switch s[i] {
 		case ']':
 			if plainNames {
-				req.NamesRaw = s
+				req.namesRaw = s
 			}
 			return nil
 		case '"':

@@ -51,7 +51,7 @@ func TestPaired(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a.Release()
+			a.release()
 			per[k] = float64(d.Nanoseconds())
 			times[k] = append(times[k], per[k])
 		}
