@@ -94,14 +94,9 @@ func TestDecodeArgs(t *testing.T) {
 	}
 }
 
-// decoders are the decoders held to encoding/json.
-var decoders = map[string]func([]byte) (Args, error){
-	"codec":           decodeArgs,
-	"jsontext":        decodeArgsJSONText,
-	"jsontext-peek":   func(b []byte) (Args, error) { return decodeArgsJT(b, namesPeek) },
-	"jsontext-tokens": func(b []byte) (Args, error) { return decodeArgsJT(b, namesTokens) },
-	"jsontext-split":  func(b []byte) (Args, error) { return decodeArgsJT(b, namesSplit) },
-}
+// decoders are the decoders held to encoding/json: the codec's, and with
+// GOEXPERIMENT=jsonv2 one on encoding/json/jsontext (jsontext_test.go).
+var decoders = map[string]func([]byte) (Args, error){"codec": decodeArgs}
 
 // kinds says whether a decoded pod is an everynode daemon pod or a pod of a
 // built-in apps DaemonSet, the two kinds the extender reads.
