@@ -61,7 +61,11 @@ func (m *meters) apiserver(ctx context.Context) (scrape, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube-apiserver /metrics: %w", err)
 	}
-	return parseMetrics(b), nil
+	s, err := parseMetrics(b)
+	if err != nil {
+		return nil, fmt.Errorf("kube-apiserver /metrics: %w", err)
+	}
+	return s, nil
 }
 
 // watchersClosed reads kube-apiserver's apiserver_terminated_watchers_total
@@ -115,7 +119,11 @@ func get(ctx context.Context, c *http.Client, url string) (scrape, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseMetrics(b), nil
+	s, err := parseMetrics(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	return s, nil
 }
 
 // fetch GETs url with c and returns the body of a 200 answer; any other

@@ -1,122 +1,72 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
-// sample is one line of the Prometheus text format.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
+// scrape is a parsed /metrics page, one sample per series as Prometheus
+// stores it: a histogram's as name_bucket (by le), name_sum and name_count.
+type scrape model.Vector
 
-// scrape is a parsed /metrics page. A small parser of our own: the benchmark
-// only needs counters and histogram buckets, and it keeps bench/ free of the
-// Prometheus libraries' version churn.
-type scrape []sample
-
-func parseMetrics(b []byte) scrape {
-	var out scrape
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		s := sample{labels: map[string]string{}}
-		rest := line
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			s.name = line[:i]
-			j := strings.LastIndexByte(line, '}')
-			if j < i {
-				continue
-			}
-			parseLabels(line[i+1:j], s.labels)
-			rest = strings.TrimSpace(line[j+1:])
-		} else {
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				continue
-			}
-			s.name, rest = f[0], f[1]
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			continue
-		}
-		s.value = v
-		out = append(out, s)
+// parseMetrics reads a page in the Prometheus text format.
+func parseMetrics(b []byte) (scrape, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
 	}
-	return out
-}
-
-func parseLabels(s string, into map[string]string) {
-	for len(s) > 0 {
-		eq := strings.IndexByte(s, '=')
-		if eq < 0 || eq+1 >= len(s) || s[eq+1] != '"' {
-			return
-		}
-		key := strings.TrimSpace(strings.TrimPrefix(s[:eq], ","))
-		var val strings.Builder
-		i := eq + 2
-		for ; i < len(s) && s[i] != '"'; i++ {
-			if s[i] == '\\' && i+1 < len(s) {
-				i++
-			}
-			val.WriteByte(s[i])
-		}
-		into[key] = val.String()
-		s = strings.TrimPrefix(s[min(i+1, len(s)):], ",")
-	}
+	v, err := expfmt.ExtractSamples(&expfmt.DecodeOptions{}, slices.Collect(maps.Values(fams))...)
+	return scrape(v), err
 }
 
 // match is a label filter: every key must have that value.
 type match map[string]string
 
-func (m match) ok(l map[string]string) bool {
+func (m match) ok(l model.Metric) bool {
 	for k, v := range m {
-		if l[k] != v {
+		if string(l[model.LabelName(k)]) != v {
 			return false
 		}
 	}
 	return true
 }
 
+// samples calls f with the value and labels of each sample of name that m
+// selects.
+func (s scrape) samples(name string, m match, f func(l model.Metric, v float64)) {
+	for _, x := range s {
+		if string(x.Metric[model.MetricNameLabel]) == name && m.ok(x.Metric) {
+			f(x.Metric, float64(x.Value))
+		}
+	}
+}
+
 // sum adds the samples of a name that match.
 func (s scrape) sum(name string, m match) float64 {
 	var t float64
-	for _, x := range s {
-		if x.name == name && m.ok(x.labels) {
-			t += x.value
-		}
-	}
+	s.samples(name, m, func(_ model.Metric, v float64) { t += v })
 	return t
 }
 
 // sumBy adds the samples of a name grouped by the given labels.
 func (s scrape) sumBy(name string, m match, by ...string) map[string]float64 {
 	out := map[string]float64{}
-	for _, x := range s {
-		if x.name != name || !m.ok(x.labels) {
-			continue
-		}
-		var k []string
+	s.samples(name, m, func(l model.Metric, v float64) {
+		k := make([]string, 0, len(by))
 		for _, b := range by {
-			k = append(k, x.labels[b])
+			k = append(k, string(l[model.LabelName(b)]))
 		}
-		out[strings.Join(k, " ")] += x.value
-	}
+		out[strings.Join(k, " ")] += v
+	})
 	return out
 }
 
@@ -129,22 +79,12 @@ type hist struct {
 
 func (s scrape) histogram(name string, m match) hist {
 	h := hist{buckets: map[float64]float64{}}
-	for _, x := range s {
-		if !m.ok(x.labels) {
-			continue
+	s.samples(name+"_bucket", m, func(l model.Metric, v float64) {
+		if le, err := strconv.ParseFloat(string(l[model.BucketLabel]), 64); err == nil {
+			h.buckets[le] += v
 		}
-		switch x.name {
-		case name + "_bucket":
-			le, err := strconv.ParseFloat(x.labels["le"], 64)
-			if err == nil {
-				h.buckets[le] += x.value
-			}
-		case name + "_sum":
-			h.sum += x.value
-		case name + "_count":
-			h.count += x.value
-		}
-	}
+	})
+	h.sum, h.count = s.sum(name+"_sum", m), s.sum(name+"_count", m)
 	return h
 }
 
