@@ -132,24 +132,24 @@ func TestCARotationUnderLoad(t *testing.T) {
 	}
 	admission := 0.0
 	for _, route := range []string{"/mutate/daemonset", "/validate/daemonset"} {
-		admission += counterDelta(before, after, "everynode_http_request_duration_seconds_count", `route="`+route+`"`)
+		admission += counterDelta(before, after, "everynode_http_request_duration_seconds_count", with(map[string]string{"route": route}))
 	}
 	// The callers shook hands again after the switch (everynode asks them
 	// to, server/reconnect.go): otherwise their kept-alive connections
 	// would not show whether they trust the new certificate.
 	const reconnects = "everynode_https_reconnects_requested_total"
-	apiserverReconnects := counterDelta(before, after, reconnects, `route="/mutate/daemonset"`) +
-		counterDelta(before, after, reconnects, `route="/validate/daemonset"`)
-	schedulerReconnects := counterDelta(before, after, reconnects, `route="/extender/`)
+	apiserverReconnects := counterDelta(before, after, reconnects, with(map[string]string{"route": "/mutate/daemonset"})) +
+		counterDelta(before, after, reconnects, with(map[string]string{"route": "/validate/daemonset"}))
+	schedulerReconnects := counterDelta(before, after, reconnects, labelPrefix("route", "/extender/"))
 	skipped := linesWith(t, schedulerLog, schedulerLogFrom, "Skipping extender")
-	filters := counterDelta(before, after, "everynode_http_request_duration_seconds_count", `route="/extender/filter"`)
+	filters := counterDelta(before, after, "everynode_http_request_duration_seconds_count", with(map[string]string{"route": "/extender/filter"}))
 
 	t.Logf("CA rotation under load: %d dry-run writes in %.1fs, %d failed; everynode answered %.0f admission requests (%.0f/s); "+
 		"rotation asked %.1fs in, new certificate served %.1fs after; connections asked to reconnect: %.0f kube-apiserver's, %.0f kube-scheduler's; %d pods scheduled through %.0f extender filter calls, %d skipped",
 		sent.Load(), elapsed.Seconds(), failed.Load(), admission, admission/elapsed.Seconds(),
 		asked.Sub(start).Seconds(), switched.Sub(asked).Seconds(), apiserverReconnects, schedulerReconnects, podsMade.Load(), filters, len(skipped))
 	for _, route := range []string{"/mutate/daemonset", "/validate/daemonset", "/extender/filter", "/extender/prioritize"} {
-		t.Logf("  %s p99 %s", route, histogramQuantile(before, after, "everynode_http_request_duration_seconds", `route="`+route+`"`, 0.99))
+		t.Logf("  %s p99 %s", route, histogramQuantile(before, after, "everynode_http_request_duration_seconds", with(map[string]string{"route": route}), 0.99))
 	}
 	t.Logf("  served issuer %s, then %s", servedBefore, servedAfter)
 
@@ -232,46 +232,14 @@ func linesWith(t *testing.T, path string, offset int64, s string) []string {
 	return out
 }
 
-// sum adds the samples of series name whose labels contain match, by the
-// value of le when the series has one ("" otherwise).
-func sum(series map[string][]string, name, match string) map[string]float64 {
-	out := map[string]float64{}
-	for _, line := range series[name] {
-		if !strings.Contains(line, match) {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		le := ""
-		if j := strings.Index(line, `le="`); j >= 0 {
-			le = line[j+4 : j+4+strings.IndexByte(line[j+4:], '"')]
-		}
-		out[le] += v
-	}
-	return out
-}
-
-func counterDelta(before, after map[string][]string, name, match string) float64 {
-	return sum(after, name, match)[""] - sum(before, name, match)[""]
-}
-
 // histogramQuantile is PromQL's histogram_quantile over the increase of
 // a histogram between two scrapes, as a text with the bucket it fell in.
-func histogramQuantile(before, after map[string][]string, name, match string, q float64) string {
-	b, a := sum(before, name+"_bucket", match), sum(after, name+"_bucket", match)
+func histogramQuantile(before, after metrics, name string, sel selector, q float64) string {
+	b := before.buckets(name, sel)
 	type bucket struct{ le, n float64 }
 	var buckets []bucket
-	for k, v := range a {
-		le, err := strconv.ParseFloat(k, 64)
-		if k == "+Inf" {
-			le, err = math.Inf(1), nil
-		}
-		if err == nil {
-			buckets = append(buckets, bucket{le, v - b[k]})
-		}
+	for le, n := range after.buckets(name, sel) {
+		buckets = append(buckets, bucket{le, n - b[le]})
 	}
 	slices.SortFunc(buckets, func(x, y bucket) int { return cmp.Compare(x.le, y.le) })
 	if len(buckets) == 0 || buckets[len(buckets)-1].n == 0 {

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -110,14 +108,5 @@ func extenderCalls(t *testing.T, verb string) float64 {
 	if err != nil {
 		t.Fatalf("scrape everynode: %v", err)
 	}
-	for _, line := range series["everynode_extender_request_duration_seconds_count"] {
-		if strings.Contains(line, `verb="`+verb+`"`) {
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err != nil {
-				t.Fatalf("parse %q: %v", line, err)
-			}
-			return v
-		}
-	}
-	return 0
+	return series.sum("everynode_extender_request_duration_seconds_count", with(map[string]string{"verb": verb}))
 }

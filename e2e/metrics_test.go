@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"maps"
 	"math"
 	"net/http"
 	"os"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,10 +27,8 @@ func everynodeMetricsURL() string {
 	return "http://127.0.0.1:" + port + "/metrics"
 }
 
-// scrape reads everynode's /metrics in the text format and returns its
-// sample lines by series name: a histogram shows as name_bucket, name_sum
-// and name_count, as Prometheus stores it.
-func scrape(t *testing.T) (map[string][]string, error) {
+// scrape reads everynode's /metrics.
+func scrape(t *testing.T) (metrics, error) {
 	t.Helper()
 	resp, err := http.Get(everynodeMetricsURL())
 	if err != nil {
@@ -44,19 +39,11 @@ func scrape(t *testing.T) (map[string][]string, error) {
 		b, _ := io.ReadAll(resp.Body)
 		return nil, fmt.Errorf("GET %s: %s: %s", everynodeMetricsURL(), resp.Status, b)
 	}
-	series := map[string][]string{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		if i := strings.IndexAny(line, "{ "); i > 0 {
-			series[line[:i]] = append(series[line[:i]], line)
-		}
+	m, err := parseMetrics(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", everynodeMetricsURL(), err)
 	}
-	return series, sc.Err()
+	return m, nil
 }
 
 // Every metric the chart's alerts and dashboard query is exported by a
@@ -86,23 +73,24 @@ func TestChartMetricsAreExported(t *testing.T) {
 	// and the leader (only the leader runs the controller's work queue and
 	// counts pod creates); after the fault scenarios it may take a Lease
 	// expiry to lead again.
-	ours := fmt.Sprintf(`everynode_daemonset_status_desired_number_scheduled{name="agent",namespace="%s"} 2`, ns)
-	var series map[string][]string
+	const desired = "everynode_daemonset_status_desired_number_scheduled"
+	ours := with(map[string]string{"name": "agent", "namespace": ns})
+	var series metrics
 	eventually(t, time.Minute, "the set's status from the leading everynode at "+everynodeMetricsURL(), func() (bool, string, error) {
 		series, err = scrape(t)
 		if err != nil {
 			return false, "", err
 		}
-		if !strings.Contains(strings.Join(series["everynode_daemonset_status_desired_number_scheduled"], "\n"), ours) {
-			return false, fmt.Sprintf("no %s: another cluster's everynode?", ours), nil
+		if got := series.series(desired, ours); len(got) != 1 || got[0].Value != 2 {
+			return false, fmt.Sprintf("%s of set %s/agent is %v, not 2: another cluster's everynode?", desired, ns, got), nil
 		}
-		if leader := series["everynode_leader"]; len(leader) != 1 || !strings.HasSuffix(leader[0], " 1") {
+		if leader := series.series("everynode_leader", nil); len(leader) != 1 || leader[0].Value != 1 {
 			return false, fmt.Sprintf("not the leader: %v", leader), nil
 		}
 		return true, "", nil
 	})
 
-	problems, used := charts.Unknown(queries, func(name string) bool { return len(series[name]) > 0 })
+	problems, used := charts.Unknown(queries, func(name string) bool { return len(series.series(name, nil)) > 0 })
 	for _, p := range problems {
 		t.Errorf("%s, which everynode does not export", p)
 	}
@@ -111,7 +99,8 @@ func TestChartMetricsAreExported(t *testing.T) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(used)) {
 		if _, external := charts.External[name]; !external {
-			t.Logf("%s: %d series, e.g. %s", name, len(series[name]), series[name][0])
+			all := series.series(name, nil)
+			t.Logf("%s: %d series, e.g. %v", name, len(all), all[0])
 		}
 	}
 	t.Logf("%d queries of the chart name %d metrics, all in %s", len(queries), len(used), everynodeMetricsURL())
@@ -129,23 +118,21 @@ func TestChartMetricsAreExported(t *testing.T) {
 	if !ok {
 		t.Fatalf("values.yaml has no number metrics.prometheusRule.latencyP99Seconds")
 	}
-	le := regexp.MustCompile(`[{,]le="([^"]+)"`)
 	histograms := 0
 	for _, q := range queries {
 		if !strings.HasPrefix(q.Where, "alert ") { // the rules', not the dashboard's
 			continue
 		}
 		for _, name := range charts.MetricNames(q.Expr) {
-			if !strings.HasSuffix(name, "_bucket") {
+			hist, ok := strings.CutSuffix(name, "_bucket")
+			if !ok {
 				continue
 			}
 			histograms++
 			top := math.Inf(-1)
-			for _, line := range series[name] {
-				if m := le.FindStringSubmatch(line); m != nil {
-					if b, err := strconv.ParseFloat(m[1], 64); err == nil && !math.IsInf(b, 1) {
-						top = max(top, b)
-					}
+			for le := range series.buckets(hist, nil) {
+				if !math.IsInf(le, 1) {
+					top = max(top, le)
 				}
 			}
 			if top <= threshold {

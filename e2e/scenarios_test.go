@@ -1,13 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -592,8 +592,7 @@ func TestControllerPodsSkipThePodWebhooks(t *testing.T) {
 	})
 	after := apiserverMetrics(t)
 	delta := func(metric, webhook string) float64 {
-		l := []string{`name="` + webhook + `"`, `operation="CREATE"`}
-		return after.sum(metric, l...) - before.sum(metric, l...)
+		return counterDelta(before, after, metric, with(map[string]string{"name": webhook, "operation": "CREATE"}))
 	}
 	made := float64(len(nodes))
 	for _, webhook := range []string{mutate, validate} {
@@ -643,36 +642,18 @@ func pinnedTo(p *corev1.Pod, node string) bool {
 	return false
 }
 
-// promText is a /metrics page.
-type promText string
-
-func apiserverMetrics(t *testing.T) promText {
+// apiserverMetrics reads kube-apiserver's /metrics.
+func apiserverMetrics(t *testing.T) metrics {
 	t.Helper()
 	b, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx(t))
 	if err != nil {
 		t.Fatalf("kube-apiserver /metrics: %v", err)
 	}
-	return promText(b)
-}
-
-// sum adds the samples of metric whose labels contain every one of labels
-// (each `key="value"`).
-func (p promText) sum(metric string, labels ...string) float64 {
-	var total float64
-	for _, line := range strings.Split(string(p), "\n") {
-		rest, ok := strings.CutPrefix(line, metric+"{")
-		if !ok {
-			continue
-		}
-		lbls, value, ok := strings.Cut(rest, "} ")
-		if !ok || slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(lbls+",", l+",") }) {
-			continue
-		}
-		if v, err := strconv.ParseFloat(strings.Fields(value)[0], 64); err == nil {
-			total += v
-		}
+	m, err := parseMetrics(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("kube-apiserver /metrics: %v", err)
 	}
-	return total
+	return m
 }
 
 func everynodeProcess(t *testing.T, args ...string) {

@@ -145,8 +145,8 @@ spec:
 		if scrapeErr != nil {
 			return false, "", scrapeErr
 		}
-		active := series["everynode_takeover_active"]
-		return apierrors.IsNotFound(err) && slices.Equal(active, []string{"everynode_takeover_active 0"}), fmt.Sprintf("binding: %v; %v", err, active), nil
+		active := series.series("everynode_takeover_active", nil)
+		return apierrors.IsNotFound(err) && len(active) == 1 && active[0].Value == 0, fmt.Sprintf("binding: %v; %v", err, active), nil
 	})
 	lockWrites(t, ns, false)
 	if out, err := kubectl(t, "", "-n", ns, "set", "image", "ds/fluentd", "fluentd=quay.io/fluentd_elasticsearch/fluentd:v5.0.3"); err != nil {
