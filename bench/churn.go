@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 )
@@ -104,27 +105,21 @@ func (b *bench) churnOnce(ctx context.Context, s system, round int) (*churnResul
 	b.settle(ctx, lbl)
 
 	// Set 0 rolls back and forth until the joins are done.
-	stop := make(chan struct{})
+	rolling, stopRolling := context.WithCancel(ctx)
+	defer stopRolling()
 	var updates atomic.Int64
 	var churnDone sync.WaitGroup
 	churnDone.Go(func() {
 		img := image2
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for rolling.Err() == nil {
 			if err := b.churnPatchImage(ctx, s, img); err != nil {
 				logf("%s churn: %v", lbl, err)
 				return
 			}
-			for !b.churnSetDone(ctx, s, 0) {
-				select {
-				case <-stop:
-					return
-				case <-time.After(250 * time.Millisecond):
-				}
+			if err := wait.PollUntilContextCancel(rolling, 250*time.Millisecond, true, func(context.Context) (bool, error) {
+				return b.churnSetDone(ctx, s, 0), nil
+			}); err != nil {
+				return
 			}
 			updates.Add(1)
 			img = map[string]string{image2: image3, image3: image2}[img]
@@ -164,22 +159,18 @@ func (b *bench) churnOnce(ctx context.Context, s system, round int) (*churnResul
 	joins.Wait()
 
 	// Every joined node's wait, once all have settled or the phase times out.
-	deadline := time.Now().Add(b.c.phaseTimeout)
 	var waits []time.Duration
-	for {
+	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, b.c.phaseTimeout, true, func(context.Context) (bool, error) {
 		waits = waits[:0]
 		for n, at := range created {
 			if done, ok := avail.nodeDone(n, inPool[n]); ok {
 				waits = append(waits, done.Sub(at))
 			}
 		}
-		if len(waits) == len(created) || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return len(waits) == len(created), nil
+	})
 	res.window = time.Since(first).Seconds()
-	close(stop)
+	stopRolling()
 	churnDone.Wait()
 	res.joined, res.settled, res.updates = len(created), len(waits), int(updates.Load())
 	res.p50, res.p99, res.max = math.NaN(), math.NaN(), math.NaN()
@@ -222,22 +213,22 @@ func (b *bench) churnSetDone(ctx context.Context, s system, i int) bool {
 }
 
 func (b *bench) churnWaitAll(ctx context.Context, lbl string, s system, what string) error {
-	deadline := time.Now().Add(b.c.phaseTimeout)
-	for {
-		done := 0
+	done := 0
+	// The reads take ctx, not the poll's: a pass begun before the deadline
+	// counts every set.
+	err := wait.PollUntilContextTimeout(ctx, time.Second, b.c.phaseTimeout, true, func(context.Context) (bool, error) {
+		done = 0
 		for i := range churnSets {
 			if b.churnSetDone(ctx, s, i) {
 				done++
 			}
 		}
-		if done == churnSets {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s: %d of %d sets done after %s", what, done, churnSets, b.c.phaseTimeout)
-		}
-		time.Sleep(time.Second)
+		return done == churnSets, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %d of %d sets done after %s", what, done, churnSets, b.c.phaseTimeout)
 	}
+	return nil
 }
 
 // churnTeardown deletes the sets, then their pods and revisions itself (the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // join adds b.c.join nodes at once, b.c.joinWaves times, each wave once
@@ -69,10 +71,10 @@ func (b *bench) join(ctx context.Context, s system, round int, lbl string, res *
 		for n := range created {
 			joined[n] = true
 		}
-		deadline := time.Now().Add(b.c.phaseTimeout)
-		for len(b.t.availableTimes(image3, joined)) < len(joined) && time.Now().Before(deadline) && ctx.Err() == nil {
-			time.Sleep(100 * time.Millisecond)
-		}
+		// A wave that times out is measured as far as it got.
+		_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, b.c.phaseTimeout, true, func(context.Context) (bool, error) {
+			return len(b.t.availableTimes(image3, joined)) >= len(joined), nil
+		})
 		for p, d := range cpuDelta(cpu0, b.procs.cpu()) {
 			cpu[p] += d
 		}

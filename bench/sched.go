@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -126,30 +127,32 @@ func (b *bench) schedThroughput(ctx context.Context, schedulerName, sliURL strin
 		})
 	}
 
-	deadline := start.Add(b.c.phaseTimeout)
 	lastLog := time.Now()
-	for {
+	done := 0
+	var failed error
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Until(start.Add(b.c.phaseTimeout)), true, func(context.Context) (bool, error) {
 		mu.Lock()
-		done := len(bound)
+		done = len(bound)
 		mu.Unlock()
 		if done >= n {
-			break
+			return true, nil
 		}
-		if err, _ := createErr.Load().(error); err != nil {
-			wg.Wait()
-			return nil, fmt.Errorf("%s creating pods: %w", lbl, err)
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			wg.Wait()
-			return nil, fmt.Errorf("%s only %d of %d pods bound in %s", lbl, done, n, b.c.phaseTimeout)
+		if failed, _ = createErr.Load().(error); failed != nil {
+			return false, failed
 		}
 		if time.Since(lastLog) >= 10*time.Second {
 			logf("%s %d/%d bound (%.0fs)", lbl, done, n, time.Since(start).Seconds())
 			lastLog = time.Now()
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, nil
+	})
 	wg.Wait()
+	if failed != nil {
+		return nil, fmt.Errorf("%s creating pods: %w", lbl, failed)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s only %d of %d pods bound in %s", lbl, done, n, b.c.phaseTimeout)
+	}
 	stopInformer()
 	mu.Lock()
 	res := &schedResult{scheduler: schedulerName, pods: n, seconds: last.Sub(start).Seconds(), sliP99Milli: math.NaN()}

@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The takeover scenario (issue 32, --scenario=takeover): the same apps/v1
@@ -64,15 +65,17 @@ func (b *bench) switchTakeover(ctx context.Context, on bool) error {
 	if p, err := loadProcs(b.c.pidDir, map[string]string{"kube-controller-manager": b.c.kcmPIDFile, "everynode": b.c.everynodePIDFile}); err == nil {
 		b.procs = p
 	}
-	for on && ctx.Err() == nil {
-		sc, err := b.m.everynode(ctx)
-		if err == nil && sc.sum("everynode_takeover_active", nil) == 1 {
-			break
+	if on {
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute-time.Since(start), true, func(context.Context) (bool, error) {
+			sc, err := b.m.everynode(ctx)
+			return err == nil && sc.sum("everynode_takeover_active", nil) == 1, nil
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		if time.Since(start) > 2*time.Minute {
+		if err != nil {
 			return fmt.Errorf("everynode did not take over within 2m")
 		}
-		time.Sleep(500 * time.Millisecond)
 	}
 	logf("takeover %s in %.1fs", arg, time.Since(start).Seconds())
 	return nil

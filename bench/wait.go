@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // flushDeferred waits until everynode holds no request back for a spare
@@ -25,21 +27,28 @@ import (
 func (b *bench) flushDeferred(ctx context.Context, lbl string) {
 	start := time.Now()
 	zeros := 0
-	for ctx.Err() == nil && time.Since(start) < 3*time.Minute {
+	// The scrape takes ctx, not the poll's: one begun before the 3 minutes
+	// are up reads to its end.
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
 		sc, err := b.m.everynode(ctx)
 		if err != nil {
-			logf("%s warning: reading everynode's deferred requests: %v", lbl, err)
-			return
+			return false, fmt.Errorf("reading everynode's deferred requests: %w", err)
 		}
 		if sc.sum("everynode_controller_deferred_requests", nil) > 0 {
 			zeros = 0
-		} else if zeros++; zeros == 2 {
-			logf("%s deferred requests sent after %.1fs", lbl, time.Since(start).Seconds())
-			return
+			return false, nil
 		}
-		time.Sleep(time.Second)
+		zeros++
+		return zeros == 2, nil
+	})
+	switch {
+	case err == nil:
+		logf("%s deferred requests sent after %.1fs", lbl, time.Since(start).Seconds())
+	case wait.Interrupted(err):
+		logf("%s warning: everynode still defers requests after %s", lbl, time.Since(start).Round(time.Second))
+	default:
+		logf("%s warning: %v", lbl, err)
 	}
-	logf("%s warning: everynode still defers requests after %s", lbl, time.Since(start).Round(time.Second))
 }
 
 // settle waits until no pod of the set is still terminating, so a phase
@@ -50,15 +59,14 @@ func (b *bench) flushDeferred(ctx context.Context, lbl string) {
 // as a factor in the next phase (RESULTS.md).
 func (b *bench) settle(ctx context.Context, lbl string) {
 	start := time.Now()
-	deadline := start.Add(b.c.phaseTimeout)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		if b.t.state("").terminating == 0 {
-			logf("%s settled in %.1fs", lbl, time.Since(start).Seconds())
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, b.c.phaseTimeout, true, func(context.Context) (bool, error) {
+		return b.t.state("").terminating == 0, nil
+	})
+	if err != nil {
+		logf("%s warning: %d pods still terminating after %s", lbl, b.t.state("").terminating, b.c.phaseTimeout)
+		return
 	}
-	logf("%s warning: %d pods still terminating after %s", lbl, b.t.state("").terminating, b.c.phaseTimeout)
+	logf("%s settled in %.1fs", lbl, time.Since(start).Seconds())
 }
 
 // wait polls the tracker until every node has an available pod of img (and,
@@ -66,59 +74,60 @@ func (b *bench) settle(ctx context.Context, lbl string) {
 // node), printing progress every 10 s. It returns the seconds since start, or
 // NaN on timeout.
 func (b *bench) wait(ctx context.Context, what string, start time.Time, img string, update bool) float64 {
-	deadline := start.Add(b.c.phaseTimeout)
 	lastLog := time.Now()
-	for ctx.Err() == nil {
-		st := b.t.state(img)
+	var st state
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Until(start.Add(b.c.phaseTimeout)), true, func(context.Context) (bool, error) {
+		st = b.t.state(img)
 		if st.availableNodes >= b.c.nodes && (!update || (st.old == 0 && st.live == b.c.nodes)) {
-			// When it happened, not when this loop noticed (up to 100 ms
-			// later: 0.25% of a 40 s update, as much as the gap measured).
-			d := time.Since(start).Seconds()
-			if at := b.t.doneAt(img, update); at.After(start) {
-				d = at.Sub(start).Seconds()
-			}
-			logf("%s done in %.1fs", what, d)
-			return d
-		}
-		if time.Now().After(deadline) {
-			logf("%s timed out after %s: %d/%d available, %d old, %d live", what, b.c.phaseTimeout, st.availableNodes, b.c.nodes, st.old, st.live)
-			return math.NaN()
+			return true, nil
 		}
 		if time.Since(lastLog) >= 10*time.Second {
 			logf("%s %d/%d available, %d old, %d live (%.0fs)", what, st.availableNodes, b.c.nodes, st.old, st.live, time.Since(start).Seconds())
 			lastLog = time.Now()
 		}
-		time.Sleep(100 * time.Millisecond)
+		return false, nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			logf("%s timed out after %s: %d/%d available, %d old, %d live", what, b.c.phaseTimeout, st.availableNodes, b.c.nodes, st.old, st.live)
+		}
+		return math.NaN()
 	}
-	return math.NaN()
+	// When it happened, not when this poll noticed (up to 100 ms later:
+	// 0.25% of a 40 s update, as much as the gap measured).
+	d := time.Since(start).Seconds()
+	if at := b.t.doneAt(img, update); at.After(start) {
+		d = at.Sub(start).Seconds()
+	}
+	logf("%s done in %.1fs", what, d)
+	return d
 }
 
 // waitFirst waits, from start, until n nodes have an available pod of img:
 // the seconds, NaN on timeout.
 func (b *bench) waitFirst(ctx context.Context, what string, start time.Time, img string, n int) float64 {
-	deadline := start.Add(b.c.phaseTimeout)
 	lastLog := time.Now()
-	for ctx.Err() == nil {
-		if got := b.t.availableTimes(img, nil); len(got) >= n {
-			times := make([]time.Time, 0, len(got))
-			for _, at := range got {
-				times = append(times, at)
-			}
-			sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
-			d := times[n-1].Sub(start).Seconds()
-			logf("%s: %d nodes in %.1fs", what, n, d)
-			return d
-		} else if time.Since(lastLog) >= 10*time.Second {
+	var got map[string]time.Time
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Until(start.Add(b.c.phaseTimeout)), true, func(context.Context) (bool, error) {
+		if got = b.t.availableTimes(img, nil); len(got) >= n {
+			return true, nil
+		}
+		if time.Since(lastLog) >= 10*time.Second {
 			logf("%s %d/%d available (%.0fs)", what, len(got), n, time.Since(start).Seconds())
 			lastLog = time.Now()
 		}
-		if time.Now().After(deadline) {
+		return false, nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
 			logf("%s timed out after %s before %d nodes", what, b.c.phaseTimeout, n)
-			return math.NaN()
 		}
-		time.Sleep(100 * time.Millisecond)
+		return math.NaN()
 	}
-	return math.NaN()
+	times := slices.SortedFunc(maps.Values(got), time.Time.Compare)
+	d := times[n-1].Sub(start).Seconds()
+	logf("%s: %d nodes in %.1fs", what, n, d)
+	return d
 }
 
 // updateImage patches the bench set's image to image2 and waits, from

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -149,13 +150,12 @@ func (w *workload) teardown(ctx context.Context, s system, t *tracker) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting %s DaemonSet: %w", s.name, err)
 	}
-	// Wait for the set to be gone so its controller stops making pods.
-	for i := 0; i < 120; i++ {
-		if _, err := w.dyn.Resource(s.gvr).Namespace(benchNamespace).Get(ctx, "fluentd-elasticsearch", metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	// Wait for the set to be gone so its controller stops making pods; after
+	// a minute, go on: the pods are deleted below until they stay gone.
+	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := w.dyn.Resource(s.gvr).Namespace(benchNamespace).Get(ctx, "fluentd-elasticsearch", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 	crs := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "controllerrevisions"}
 	_ = w.dyn.Resource(crs).Namespace(benchNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	deadline := time.Now().Add(10 * time.Minute)
