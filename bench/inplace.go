@@ -64,6 +64,11 @@ var inPlaceVariants = []inPlaceVariant{
 		rollingUpdate: map[string]any{"maxUnavailable": int64(1), "maxSurge": int64(0)}},
 }
 
+// updateStrategy is the set's spec.updateStrategy for v.
+func (v inPlaceVariant) updateStrategy() map[string]any {
+	return map[string]any{"type": "RollingUpdate", "rollingUpdate": v.rollingUpdate}
+}
+
 // pods is how many nodes v's timing covers.
 func (v inPlaceVariant) pods(nodes int) int {
 	if v.until > 0 && v.until < nodes {
@@ -93,7 +98,7 @@ func (b *bench) inPlaceOnce(ctx context.Context, v inPlaceVariant, round int) (*
 	b.quiet(ctx, lbl, 5*time.Minute)
 	b.t.resetSeen()
 	obj := b.w.object(v.sys, image1)
-	_ = unstructured.SetNestedMap(obj.Object, map[string]any{"type": "RollingUpdate", "rollingUpdate": v.rollingUpdate}, "spec", "updateStrategy")
+	_ = unstructured.SetNestedMap(obj.Object, v.updateStrategy(), "spec", "updateStrategy")
 	logf("%s rollout on %d nodes", lbl, b.c.nodes)
 	t0 := time.Now()
 	if _, err := b.w.dyn.Resource(v.sys.gvr).Namespace(benchNamespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {

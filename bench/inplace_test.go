@@ -1,22 +1,104 @@
 package main
 
 import (
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
 
-// The variants go into unstructured objects, which take int64, not int:
-// a plain 0 panics in DeepCopy.
-func TestInPlaceVariantsAreUnstructured(t *testing.T) {
-	for _, v := range inPlaceVariants {
-		u := &unstructured.Unstructured{Object: map[string]any{}}
-		if err := unstructured.SetNestedMap(u.Object, map[string]any{"rollingUpdate": v.rollingUpdate}, "spec"); err != nil {
-			t.Fatal(err)
-		}
-		_ = u.DeepCopy()
+// strategyView is what the test reads of a variant's update strategy, as
+// its system's API type decodes it.
+type strategyView struct {
+	maxUnavailable, maxSurge intstr.IntOrString
+	policy                   everynodev1alpha1.PodUpdatePolicy
+	// gate is inPlaceReadinessGate, "" when not set (on by default).
+	gate string
+}
+
+// Each variant's strategy goes into an unstructured object, which takes
+// JSON's types only (int64, not int: a plain 0 panics in DeepCopy), and must
+// decode, as its system's API type with no field unknown, to the strategy
+// the report says the variant runs.
+func TestInPlaceVariantStrategies(t *testing.T) {
+	ten, one, zero := intstr.FromString("10%"), intstr.FromInt32(1), intstr.FromInt32(0)
+	inPlace := everynodev1alpha1.PodUpdateInPlaceIfPossible
+	tests := map[string]strategyView{
+		"upstream":   {maxUnavailable: ten, maxSurge: zero},
+		"gate":       {maxUnavailable: ten, maxSurge: zero, policy: inPlace},
+		"nogate":     {maxUnavailable: ten, maxSurge: zero, policy: inPlace, gate: "false"},
+		"upstream-1": {maxUnavailable: one, maxSurge: zero},
+		"recreate-1": {maxUnavailable: one, maxSurge: zero},
 	}
+	if len(tests) != len(inPlaceVariants) {
+		t.Errorf("%d variants, %d expected: a variant without a case here", len(inPlaceVariants), len(tests))
+	}
+	for _, v := range inPlaceVariants {
+		t.Run(v.key, func(t *testing.T) {
+			want, ok := tests[v.key]
+			if !ok {
+				t.Fatalf("no expected strategy for variant %q", v.key)
+			}
+			if p := jsonCopyPanic(v.rollingUpdate); p != nil {
+				t.Fatalf("rollingUpdate %#v is no unstructured value: %v", v.rollingUpdate, p)
+			}
+			u := &unstructured.Unstructured{Object: map[string]any{}}
+			if err := unstructured.SetNestedMap(u.Object, v.updateStrategy(), "spec", "updateStrategy"); err != nil {
+				t.Fatal(err)
+			}
+			if c := u.DeepCopy(); !reflect.DeepEqual(c.Object, u.Object) {
+				t.Errorf("DeepCopy gives %#v, want %#v", c.Object, u.Object)
+			}
+			strategy, _, _ := unstructured.NestedMap(u.Object, "spec", "updateStrategy")
+			var got strategyView
+			conv := runtime.DefaultUnstructuredConverter
+			switch v.sys.name {
+			case upstream.name:
+				var s appsv1.DaemonSetUpdateStrategy
+				if err := conv.FromUnstructuredWithValidation(strategy, &s, true); err != nil {
+					t.Fatalf("as apps/v1: %v", err)
+				}
+				if s.Type != appsv1.RollingUpdateDaemonSetStrategyType || s.RollingUpdate == nil {
+					t.Fatalf("as apps/v1: %+v, want a rolling update", s)
+				}
+				got = strategyView{maxUnavailable: ptr.Deref(s.RollingUpdate.MaxUnavailable, intstr.IntOrString{}), maxSurge: ptr.Deref(s.RollingUpdate.MaxSurge, intstr.IntOrString{})}
+			case everynode.name:
+				var s everynodev1alpha1.DaemonSetUpdateStrategy
+				if err := conv.FromUnstructuredWithValidation(strategy, &s, true); err != nil {
+					t.Fatalf("as everynode's: %v", err)
+				}
+				if s.Type != appsv1.RollingUpdateDaemonSetStrategyType || s.RollingUpdate == nil {
+					t.Fatalf("as everynode's: %+v, want a rolling update", s)
+				}
+				r := s.RollingUpdate
+				got = strategyView{maxUnavailable: ptr.Deref(r.MaxUnavailable, intstr.IntOrString{}), maxSurge: ptr.Deref(r.MaxSurge, intstr.IntOrString{}), policy: r.PodUpdatePolicy}
+				if r.InPlaceReadinessGate != nil {
+					got.gate = strconv.FormatBool(*r.InPlaceReadinessGate)
+				}
+			default:
+				t.Fatalf("system %q", v.sys.name)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("strategy %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// jsonCopyPanic is what runtime.DeepCopyJSON, unstructured's deep copy,
+// panics with on m; nil if it does not.
+func jsonCopyPanic(m map[string]any) (p any) {
+	defer func() { p = recover() }()
+	runtime.DeepCopyJSON(m)
+	return nil
 }
 
 // The one-pod-at-a-time variants run only when named, and each compares
