@@ -35,20 +35,24 @@ func clientOf(userAgent string) string {
 
 // auditEvent is the part of an audit.k8s.io/v1 Event the benchmark reads.
 type auditEvent struct {
-	Verb       string `json:"verb"`
-	UserAgent  string `json:"userAgent"`
-	RequestURI string `json:"requestURI"`
-	ObjectRef  *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-		Name        string `json:"name"`
-		APIGroup    string `json:"apiGroup"`
-	} `json:"objectRef"`
+	Verb           string          `json:"verb"`
+	UserAgent      string          `json:"userAgent"`
+	RequestURI     string          `json:"requestURI"`
+	ObjectRef      *auditObjectRef `json:"objectRef"`
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time `json:"stageTimestamp"`
+}
+
+// auditObjectRef is what a request was about.
+type auditObjectRef struct {
+	Resource    string `json:"resource"`
+	Subresource string `json:"subresource"`
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	APIGroup    string `json:"apiGroup"`
 }
 
 func (e auditEvent) resource() string {
@@ -180,44 +184,61 @@ func readAudit(path string, offset int64, from, to time.Time) (auditWindow, erro
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		return w, fmt.Errorf("seeking audit log: %w", err)
 	}
-	r := bufio.NewReaderSize(f, 1<<20)
-	for {
-		line, err := r.ReadBytes('\n')
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			var e auditEvent
-			parsed := json.Unmarshal(line, &e) == nil
-			// A cut watch counts by its end: one cut in the window may have
-			// started long before it.
-			if cut, ok := podWatchCut(e); parsed && ok && !cut.ended.Before(from) && !cut.ended.After(to) {
-				w.podWatchesCut = append(w.podWatchesCut, cut)
-			}
-			if parsed && !e.RequestReceivedTimestamp.Before(from) && !e.RequestReceivedTimestamp.After(to) {
-				c := clientOf(e.UserAgent)
-				w.byClient[c]++
-				if w.byVerbResource[c] == nil {
-					w.byVerbResource[c] = map[string]int{}
-				}
-				r := auditRequest{at: e.RequestReceivedTimestamp, verb: e.Verb, resource: e.resource()}
-				if e.ResponseStatus != nil {
-					r.code = e.ResponseStatus.Code
-				}
-				w.byVerbResource[c][r.what()]++
-				if c == clientKCM || c == clientEverynode {
-					w.requests[c] = append(w.requests[c], r)
-				}
-				if c == clientScheduler && e.Verb == "create" && e.resource() == "pods/binding" {
-					w.bindings = append(w.bindings, e.RequestReceivedTimestamp)
-				}
-				if kwokWatchCut(e) {
-					w.kwokWatchesCut = append(w.kwokWatchesCut, e.RequestReceivedTimestamp)
-				}
-			}
+	err = scanAudit(f, func(e auditEvent) {
+		// A cut watch counts by its end: one cut in the window may have
+		// started long before it.
+		if cut, ok := podWatchCut(e); ok && !cut.ended.Before(from) && !cut.ended.After(to) {
+			w.podWatchesCut = append(w.podWatchesCut, cut)
 		}
-		if err != nil {
-			break
+		if e.RequestReceivedTimestamp.Before(from) || e.RequestReceivedTimestamp.After(to) {
+			return
 		}
+		c := clientOf(e.UserAgent)
+		w.byClient[c]++
+		if w.byVerbResource[c] == nil {
+			w.byVerbResource[c] = map[string]int{}
+		}
+		r := auditRequest{at: e.RequestReceivedTimestamp, verb: e.Verb, resource: e.resource()}
+		if e.ResponseStatus != nil {
+			r.code = e.ResponseStatus.Code
+		}
+		w.byVerbResource[c][r.what()]++
+		if c == clientKCM || c == clientEverynode {
+			w.requests[c] = append(w.requests[c], r)
+		}
+		if c == clientScheduler && e.Verb == "create" && e.resource() == "pods/binding" {
+			w.bindings = append(w.bindings, e.RequestReceivedTimestamp)
+		}
+		if kwokWatchCut(e) {
+			w.kwokWatchesCut = append(w.kwokWatchesCut, e.RequestReceivedTimestamp)
+		}
+	})
+	if err != nil {
+		return w, fmt.Errorf("reading audit log: %w", err)
 	}
 	return w, nil
+}
+
+// scanAudit calls f with each event of the audit log in r, in the log's
+// order, and skips the lines that are no event: the log is read while
+// kube-apiserver writes it, so its first and last lines may be cut short.
+func scanAudit(r io.Reader, f func(auditEvent)) error {
+	br := bufio.NewReaderSize(r, 1<<20)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			var e auditEvent
+			if json.Unmarshal(line, &e) == nil {
+				f(e)
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // budget is one phase [from, to] as the controller's client rate limiter
