@@ -12,4 +12,10 @@
 // --out as <N>-nodes.md and <N>-nodes.png, one pair per scale that each run
 // replaces. It is started by e2e/hack/bench.sh (`make bench`), which sets up
 // the cluster; see bench/README.md.
+//
+// Two subcommands read the logs of a cluster kept after a run
+// (KEEP_CLUSTER=1): `bench join-trace AUDIT_LOG BENCH_LOG` traces the join
+// waves' pods through kube-apiserver, kube-scheduler and kwok
+// (jointrace.go); `bench inplace-window AUDIT_LOG START END` shows what
+// bounds an in-place update (inplacewindow.go).
 package main

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,7 +57,41 @@ type config struct {
 	rev string
 }
 
+// tools are bench's subcommands, which read the logs of a cluster kept
+// after a run; without one, bench runs the benchmark.
+var tools = map[string]struct {
+	args string
+	run  func(args []string, w io.Writer) error
+}{
+	"join-trace":     {"AUDIT_LOG BENCH_LOG", joinTraceCmd},
+	"inplace-window": {"AUDIT_LOG START END", inPlaceWindowCmd},
+}
+
+// errUsage is a tool's answer to arguments it cannot take.
+var errUsage = errors.New("usage")
+
 func main() {
+	if len(os.Args) > 1 {
+		if t, ok := tools[os.Args[1]]; ok {
+			err := t.run(os.Args[2:], os.Stdout)
+			if errors.Is(err, errUsage) {
+				fmt.Fprintf(os.Stderr, "usage: bench %s %s\n", os.Args[1], t.args)
+				os.Exit(2)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench %s: %v\n", os.Args[1], err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: bench [flags]")
+		for _, name := range slices.Sorted(maps.Keys(tools)) {
+			fmt.Fprintf(flag.CommandLine.Output(), "       bench %s %s\n", name, tools[name].args)
+		}
+		flag.PrintDefaults()
+	}
 	var c config
 	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
 		c.rev = strings.TrimSpace(string(out))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -44,4 +45,23 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 		rank = 1
 	}
 	return s[rank-1]
+}
+
+// atRank is the value of xs with int(p·n) of the n values below it (p in
+// 0..1; the largest for p near 1): the audit tools' p50 and p90.
+func atRank(xs []float64, p float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+// mean of xs, NaN if there are none.
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	var t float64
+	for _, x := range xs {
+		t += x
+	}
+	return t / float64(len(xs))
 }
