@@ -33,6 +33,8 @@ verify-generate: generate ## Fail if generated files are stale
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	@# The codec's comparison with the standard library's jsontext builds only under the experiment: keep it compiling.
+	GOEXPERIMENT=jsonv2 go vet ./extender/codec
 	@# The controller's decisions stay apart from its I/O (controller/plan/doc.go).
 	@io=$$(go list -deps ./controller/plan | grep -E '^k8s.io/client-go/(kubernetes|listers|informers|util/workqueue|tools/cache|rest)' || true); \
 	  if [ -n "$$io" ]; then echo "controller/plan imports I/O packages:"; echo "$$io"; exit 1; fi
