@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	versioned "everynode.io/everynode/client/clientset/versioned"
+
+	"everynode.io/e2e/cluster"
 )
 
 // A self-signed CA rotation under load (issue 30) fails no request. The
@@ -36,8 +38,8 @@ import (
 // requests and failures of the load loop, and kube-scheduler's "Skipping
 // extender" lines (an ignorable extender that fails is skipped quietly).
 func TestCARotationUnderLoad(t *testing.T) {
-	everynodeProcess(t, "cert-mode", "self-signed")
-	t.Cleanup(func() { everynodeProcess(t, "cert-mode", "external-ca") })
+	step(t, harness.SetCertMode(bg, cluster.CertSelfSigned))
+	t.Cleanup(func() { step(t, harness.SetCertMode(bg, cluster.CertExternalCA)) })
 	waitForCAInBundles(t, releaseName+"-ca", "everynode to write its CA bundle into both configurations")
 
 	ns := newNamespace(t)
@@ -49,7 +51,7 @@ func TestCARotationUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schedulerLog := filepath.Join(repoRoot, ".e2e", "kwok", "clusters", "everynode-e2e", "logs", "kube-scheduler.log")
+	schedulerLog := filepath.Join(harness.KwokDir(), "logs", "kube-scheduler.log")
 	schedulerLogFrom := fileSize(t, schedulerLog)
 	servedBefore := servedIssuer(t)
 

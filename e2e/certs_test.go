@@ -8,9 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"everynode.io/e2e/cluster"
 )
 
-// The chart's and the harness's names (e2e/hack/lib.sh).
+// The chart's and the harness's names (package cluster).
 const (
 	releaseNamespace = "everynode-system"
 	releaseName      = "everynode"
@@ -23,8 +25,8 @@ const (
 // configurations, nothing more; the chart renders no caBundle in that mode),
 // and restarts everynode to match; the scenario ends by switching back.
 func TestSelfSignedCertificates(t *testing.T) {
-	everynodeProcess(t, "cert-mode", "self-signed")
-	t.Cleanup(func() { everynodeProcess(t, "cert-mode", "external-ca") })
+	step(t, harness.SetCertMode(bg, cluster.CertSelfSigned))
+	t.Cleanup(func() { step(t, harness.SetCertMode(bg, cluster.CertExternalCA)) })
 
 	waitForCAInBundles(t, releaseName+"-ca", "everynode to write its CA into both configurations")
 
@@ -38,8 +40,8 @@ func TestSelfSignedCertificates(t *testing.T) {
 // own controller and cainjector run for the scenario (built from its
 // library module by tools.sh).
 func TestCertManagerCertificates(t *testing.T) {
-	everynodeProcess(t, "cert-mode", "cert-manager")
-	t.Cleanup(func() { everynodeProcess(t, "cert-mode", "external-ca") })
+	step(t, harness.SetCertMode(bg, cluster.CertManager))
+	t.Cleanup(func() { step(t, harness.SetCertMode(bg, cluster.CertExternalCA)) })
 
 	waitForCAInBundles(t, releaseName+"-tls", "the cainjector to write the serving CA into both configurations")
 	webhooksServe(t, "certmanager")

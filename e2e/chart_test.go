@@ -17,13 +17,13 @@ import (
 // configurations, the admission policy, PodDisruptionBudget, cert-manager
 // objects, NetworkPolicy) accepts every object. Nothing is stored. No
 // container runtime here can run the Deployment itself; the harness runs
-// everynode on the host instead (cluster.sh).
+// everynode on the host instead (package cluster).
 func TestChartServerSideDryRun(t *testing.T) {
 	const release = "dryrun"
 	ns := newNamespace(t)
 	installCertManagerCRDs(t)
 
-	ca, err := os.ReadFile(filepath.Join(repoRoot, ".e2e", "pki", "ca.crt"))
+	ca, err := os.ReadFile(filepath.Join(harness.PKI(), "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +93,8 @@ func kubectl(t *testing.T, stdin string, args ...string) (string, error) {
 }
 
 // installCertManagerCRDs applies cert-manager's CRDs from the module the
-// harness builds cert-manager from (cluster.sh does the same when it
-// starts cert-manager), so the cert-manager variant's Certificate and
+// harness builds cert-manager from (package cluster does the same when
+// it starts cert-manager), so the cert-manager variant's Certificate and
 // Issuer have a schema to be checked against.
 func installCertManagerCRDs(t *testing.T) {
 	t.Helper()

@@ -14,17 +14,17 @@ import (
 )
 
 // Client-certificate authentication on the webhook and extender port
-// (issue 30). With `cluster.sh client-auth on` everynode runs with
+// (issue 30). With client authentication on (Cluster.SetClientAuth) everynode runs with
 // --client-ca-file: kube-apiserver reaches the webhooks with the client
-// certificate its admission configuration names (cluster.sh
-// admission_config), kube-scheduler the extender with the one in its
+// certificate its admission configuration names (the harness's
+// admission configuration), kube-scheduler the extender with the one in its
 // extender tlsConfig (everynode scheduler-config --client-cert-file). The
 // daemon pods of a new set (webhooks fail closed for them) and an ordinary
 // pod (the extender's filter is called) prove both callers get through;
 // a caller without a certificate, or with one of another CA, does not.
 func TestClientCertificateAuth(t *testing.T) {
-	everynodeProcess(t, "client-auth", "on")
-	t.Cleanup(func() { everynodeProcess(t, "client-auth", "off") })
+	step(t, harness.SetClientAuth(bg, true))
+	t.Cleanup(func() { step(t, harness.SetClientAuth(bg, false)) })
 
 	filtersBefore := extenderCalls(t, "filter")
 	ns := newNamespace(t)
@@ -47,7 +47,7 @@ func TestClientCertificateAuth(t *testing.T) {
 
 	// Callers without the client CA's certificate: refused at the
 	// handshake (the server CA is trusted, so nothing else can fail).
-	pki := filepath.Join(repoRoot, ".e2e", "pki")
+	pki := harness.PKI()
 	roots := x509.NewCertPool()
 	ca, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
 	if err != nil || !roots.AppendCertsFromPEM(ca) {

@@ -102,11 +102,11 @@ func causes(t *testing.T, err error) []string {
 func TestRulesHoldWithoutWebhooks(t *testing.T) {
 	dyn := dynamicClient(t)
 	const ns = "kube-system"
-	everynodeProcess(t, "stop-everynode")
+	step(t, harness.StopEverynode())
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
-			everynodeProcess(t, "start-everynode")
+			step(t, harness.StartEverynode(bg))
 		}
 	})
 
@@ -167,7 +167,7 @@ func TestRulesHoldWithoutWebhooks(t *testing.T) {
 		}
 	}
 
-	everynodeProcess(t, "start-everynode")
+	step(t, harness.StartEverynode(bg))
 	restarted = true
 	elsewhere := refused(t, newNamespace(t))
 	for variant := range invalidVariants {

@@ -1,5 +1,5 @@
 // Package e2e holds everynode's end-to-end scenarios. They run against the
-// real control plane that e2e/hack/cluster.sh starts (etcd, kube-apiserver,
+// real control plane that package cluster starts (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler with the everynode extender, kwok
 // nodes) with the chart installed by Helm and everynode running under the
 // chart's ServiceAccount. Run them with `make e2e`; each scenario checks what
@@ -15,7 +15,7 @@
 // two mid-rollout, restarts kube-apiserver, stops everynode with SIGSTOP,
 // deletes a set with --cascade=orphan and makes it again, and upgrades
 // over revisions in the old data format. It counts pod creates in the
-// kube-apiserver audit log that cluster.sh turns on.
+// kube-apiserver audit log that the harness turns on.
 //
 // metrics_test.go scrapes everynode's /metrics after a rollout and checks
 // that every metric the chart's alerts and dashboard query is exported

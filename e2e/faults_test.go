@@ -28,12 +28,12 @@ import (
 // The fault scenarios of issue 37: what a leader failover, a kube-apiserver
 // restart and an orphaning delete do to a set. Each watches for the one
 // thing that must never happen, a node holding two live pods of a set, and
-// counts pod creates in the kube-apiserver audit log (cluster.sh's audit
+// counts pod creates in the kube-apiserver audit log (the harness's audit
 // policy logs every pod create with its object).
 
 // auditLog is the kube-apiserver audit log of the e2e cluster.
 func auditLog() string {
-	return filepath.Join(repoRoot, ".e2e", "kwok", "clusters", "everynode-e2e", "logs", "audit.log")
+	return filepath.Join(harness.KwokDir(), "logs", "audit.log")
 }
 
 // auditEvent is the part of an audit event the scenarios read.
@@ -60,7 +60,7 @@ func readAudit(t *testing.T, fn func(*auditEvent)) {
 	t.Helper()
 	f, err := os.Open(auditLog())
 	if err != nil {
-		t.Fatalf("the audit log (cluster.sh audit_policy): %v", err)
+		t.Fatalf("the audit log (the harness's audit policy): %v", err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -192,16 +192,13 @@ func leaseHolderPID(t *testing.T) int {
 	return pid
 }
 
-// pidFile reads a pid that cluster.sh wrote.
-func pidFile(t *testing.T, name string) int {
+// replicaPID is the pid of everynode's replica n, which must be running.
+func replicaPID(t *testing.T, n int) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, ".e2e", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+	pid, err := harness.PID(n)
+	step(t, err)
+	if pid == 0 {
+		t.Fatalf("everynode replica %d is not running", n)
 	}
 	return pid
 }
@@ -213,19 +210,19 @@ func pidFile(t *testing.T, name string) int {
 // test.
 func twoReplicas(t *testing.T) (leader, follower int) {
 	t.Helper()
-	everynodeProcess(t, "stop-everynode")
-	everynodeProcess(t, "start-replica", "1")
+	step(t, harness.StopEverynode())
+	step(t, harness.StartReplica(bg, 1))
 	t.Cleanup(func() {
-		everynodeProcess(t, "stop-replica", "1")
-		everynodeProcess(t, "start-everynode")
+		step(t, harness.StopReplica(1))
+		step(t, harness.StartEverynode(bg))
 	})
-	leader = pidFile(t, "everynode-1.pid")
+	leader = replicaPID(t, 1)
 	eventually(t, time.Minute, "replica 1 to lead", func() (bool, string, error) {
 		holder := leaseHolderPID(t)
 		return holder == leader, fmt.Sprintf("holder pid %d", holder), nil
 	})
-	everynodeProcess(t, "start-everynode")
-	return leader, pidFile(t, "everynode.pid")
+	step(t, harness.StartEverynode(bg))
+	return leader, replicaPID(t, 0)
 }
 
 // rollingSet is a set over nodes that replaces one pod at a time, with no
@@ -427,7 +424,7 @@ func everynodeRequests(t *testing.T, from, to time.Time) int {
 // is logged and bounded (a hot loop would send thousands).
 func TestAPIServerRestartMidRollout(t *testing.T) {
 	r := startRollout(t, "apirestart", 20, 3)
-	everynodeProcess(t, "restart-apiserver", "5")
+	step(t, harness.RestartAPIServer(bg, 5*time.Second))
 	recovered := time.Now()
 	r.finish(t)
 
@@ -486,7 +483,7 @@ func TestEverynodeHangs(t *testing.T) {
 	})
 	normal := timeToRun(t, other, "before", sel)
 
-	pid := pidFile(t, "everynode.pid")
+	pid := replicaPID(t, 0)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -539,11 +536,11 @@ func TestUpgradeOverLegacyRevisions(t *testing.T) {
 
 	// The old everynode is stopped and its revision rewritten as it wrote
 	// them: data is immutable, so delete and create.
-	everynodeProcess(t, "stop-everynode")
+	step(t, harness.StopEverynode())
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
-			everynodeProcess(t, "start-everynode")
+			step(t, harness.StartEverynode(bg))
 		}
 	})
 	revs, err := kube.AppsV1().ControllerRevisions(ns).List(ctx(t), metav1.ListOptions{})
@@ -575,7 +572,7 @@ func TestUpgradeOverLegacyRevisions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	everynodeProcess(t, "start-everynode")
+	step(t, harness.StartEverynode(bg))
 	restarted = true
 	eventually(t, settle, "the revision stored again in canonical form", func() (bool, string, error) {
 		got, err := kube.AppsV1().ControllerRevisions(ns).Get(ctx(t), rev.Name, metav1.GetOptions{})
@@ -635,7 +632,7 @@ func TestLeaderPausedPastItsLease(t *testing.T) {
 	}
 	r.finish(t)
 
-	logPath := filepath.Join(repoRoot, ".e2e", "logs", "everynode-1.log")
+	logPath := harness.ReplicaLog(1)
 	eventually(t, time.Minute, "the old leader to say it stopped its controller and rejoined", func() (bool, string, error) {
 		b, err := os.ReadFile(logPath)
 		if err != nil {
@@ -652,7 +649,7 @@ func TestLeaderPausedPastItsLease(t *testing.T) {
 	if holder := leaseHolderPID(t); holder != follower {
 		t.Errorf("Lease holder pid %d after the old leader woke up, want the new leader %d", holder, follower)
 	}
-	health := "http://127.0.0.1:18081/readyz" // cluster.sh: EVERYNODE_HEALTH_PORT + 1
+	health := fmt.Sprintf("http://127.0.0.1:%d/readyz", harness.HealthPort+1)
 	resp, err := http.Get(health)
 	if err != nil {
 		t.Fatalf("the old leader's %s: %v", health, err)

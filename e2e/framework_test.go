@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -22,6 +23,8 @@ import (
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	versioned "everynode.io/everynode/client/clientset/versioned"
+
+	"everynode.io/e2e/cluster"
 )
 
 var (
@@ -31,6 +34,9 @@ var (
 	restConfig *rest.Config
 	// repoRoot is the everynode checkout, for examples/ and the tools.
 	repoRoot string
+	// harness is the cluster the scenarios run on, for the steps that
+	// stop, restart or reconfigure its parts.
+	harness *cluster.Cluster
 )
 
 // TestMain connects to the cluster of `make cluster`. No cluster is a
@@ -53,6 +59,11 @@ func TestMain(m *testing.M) {
 	restConfig = cfg
 	wd, _ := os.Getwd()
 	repoRoot = strings.TrimSuffix(wd, "/e2e")
+	if harness, err = cluster.New(repoRoot, os.Getenv("CLUSTER_NAME")); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(1)
+	}
+	harness.Log = io.Discard
 	os.Exit(m.Run())
 }
 

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,15 +15,9 @@ import (
 	"everynode.io/everynode/charts"
 )
 
-// everynodeMetricsURL is the /metrics of the replica the harness starts
-// (cluster.sh: --health-addr 127.0.0.1:$EVERYNODE_HEALTH_PORT; e2e.sh
-// passes the port, lib.sh's default for the default cluster is 18080).
+// everynodeMetricsURL is the /metrics of the replica the harness starts.
 func everynodeMetricsURL() string {
-	port := os.Getenv("EVERYNODE_HEALTH_PORT")
-	if port == "" {
-		port = "18080"
-	}
-	return "http://127.0.0.1:" + port + "/metrics"
+	return fmt.Sprintf("http://127.0.0.1:%d/metrics", harness.HealthPort)
 }
 
 // scrape reads everynode's /metrics.

@@ -606,7 +606,7 @@ func TestControllerPodsSkipThePodWebhooks(t *testing.T) {
 
 	// The controller's identity (the harness runs everynode with the
 	// chart's ServiceAccount token), a pod without the mark, dry run.
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(repoRoot, ".e2e", "everynode.kubeconfig"))
+	cfg, err := clientcmd.BuildConfigFromFlags("", harness.EverynodeKubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -656,13 +656,17 @@ func apiserverMetrics(t *testing.T) metrics {
 	return m
 }
 
-func everynodeProcess(t *testing.T, args ...string) {
+// step fails the test when a step of the harness does. Steps take no
+// test context: they run in cleanups too, after it is done.
+func step(t *testing.T, err error) {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(repoRoot, "e2e", "hack", "cluster.sh"), args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("harness: %v", err)
 	}
 }
+
+// bg is the context of the harness's steps; each bounds its own waits.
+var bg = context.Background()
 
 // With everynode down, ordinary pods are still created and scheduled (the
 // webhooks only see daemon pods, the extender is ignorable); a daemon pod
@@ -676,11 +680,11 @@ func TestEverynodeDown(t *testing.T) {
 		return podsOnNodes(t, ns, "agent", nodes, nil)
 	})
 
-	everynodeProcess(t, "stop-everynode")
+	step(t, harness.StopEverynode())
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
-			everynodeProcess(t, "start-everynode")
+			step(t, harness.StartEverynode(bg))
 		}
 	})
 
@@ -712,7 +716,7 @@ func TestEverynodeDown(t *testing.T) {
 		return false, "", nil
 	})
 
-	everynodeProcess(t, "start-everynode")
+	step(t, harness.StartEverynode(bg))
 	restarted = true
 	eventually(t, settle, "the daemon pod to arrive on the new node", func() (bool, string, error) {
 		return podsOnNodes(t, ns, "agent", append(nodes, newNode...), nil)

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+
+	"everynode.io/e2e/cluster"
 )
 
 // The startup-taint readiness gate (issue 31), the mode for clusters whose
@@ -23,17 +25,18 @@ import (
 // taint and the ordinary pod is scheduled there.
 func TestStartupTaintGate(t *testing.T) {
 	const key = "everynode.io/agents-not-ready"
-	t.Setenv("EXTRA_HELM_ARGS", "--set startupTaint="+key)
-	t.Setenv("EVERYNODE_ARGS", "--startup-taint="+key)
-	everynodeProcess(t, "install-everynode")
+	kept, err := harness.Settings()
+	step(t, err)
+	step(t, harness.Reinstall(bg, func(s *cluster.Settings) {
+		s.HelmArgs = append(s.HelmArgs, "--set", "startupTaint="+key)
+		s.EverynodeArgs = append(s.EverynodeArgs, "--startup-taint="+key)
+	}))
 	t.Cleanup(func() {
-		t.Setenv("EXTRA_HELM_ARGS", "")
-		t.Setenv("EVERYNODE_ARGS", "")
-		everynodeProcess(t, "install-everynode")
+		step(t, harness.Reinstall(bg, func(s *cluster.Settings) { s.HelmArgs, s.EverynodeArgs = kept.HelmArgs, kept.EverynodeArgs }))
 	})
-	everynodeProcess(t, "restart-scheduler", "without-extender")
-	t.Cleanup(func() { everynodeProcess(t, "restart-scheduler", "with-extender") })
-	before, err := scrape(t)
+	step(t, harness.RestartScheduler(bg, cluster.WithoutExtender))
+	t.Cleanup(func() { step(t, harness.RestartScheduler(bg, cluster.WithExtender)) })
+	scraped, err := scrape(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +112,7 @@ func TestStartupTaintGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls := counterDelta(before, after, "everynode_http_request_duration_seconds_count", labelPrefix("route", "/extender/")); calls != 0 {
+	if calls := counterDelta(scraped, after, "everynode_http_request_duration_seconds_count", labelPrefix("route", "/extender/")); calls != 0 {
 		t.Errorf("the extender was called %.0f times: the scheduler was meant to run without it", calls)
 	}
 

@@ -74,8 +74,8 @@ spec:
 	}
 	before := runningAppsPods(t, ns, 3, "kube-controller-manager's pods")
 
-	everynodeProcess(t, "takeover", "on")
-	t.Cleanup(func() { everynodeProcess(t, "takeover", "off") })
+	step(t, harness.SetTakeover(bg, true))
+	t.Cleanup(func() { step(t, harness.SetTakeover(bg, false)) })
 
 	// everynode marks the pods it found and counts them: no second pod.
 	eventually(t, time.Minute, "everynode to take the set over", func() (bool, string, error) {
@@ -138,7 +138,7 @@ spec:
 	// own ServiceAccount (the identity locked out). The lock lets it answer
 	// the probe and nothing else; everynode stops, unbinds the lock and
 	// hands it the sets, which it then rolls.
-	everynodeProcess(t, "restart-kcm", "--controllers=*", "--use-service-account-credentials=true")
+	step(t, harness.RestartKCM("--controllers=*", "--use-service-account-credentials=true"))
 	eventually(t, time.Minute, "everynode to hand the sets over and unbind its lock", func() (bool, string, error) {
 		_, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx(t), lockName, metav1.GetOptions{})
 		series, scrapeErr := scrape(t)

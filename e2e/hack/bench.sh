@@ -23,11 +23,10 @@
 #   REUSE_CLUSTER=1   reuse a running bench cluster (skips `up`)
 #   BENCH_ARGS        extra flags for the bench program (e.g. --join=50)
 #
-# Why not `cluster.sh up`: it does not pass arguments on to cluster-up.sh, and
-# the benchmark needs a kwokctl config (kube-controller-manager's QPS, burst
-# and controllers) and an audit policy (to count requests per client). The
-# other steps are the same as cluster.sh's, and everynode itself is started by
-# `cluster.sh start-everynode`.
+# The cluster is the harness's (cluster.sh, package e2e/cluster), started with
+# the benchmark's own kwokctl config (kube-controller-manager's QPS, burst and
+# controllers, kwok's workers) and audit policy (to count requests per
+# client), and its nodes added here.
 set -euo pipefail
 export CLUSTER_NAME=everynode-bench
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -133,7 +132,7 @@ componentsPatches:
 - name: kube-scheduler
   extraArgs:
   - {key: authorization-always-allow-paths, value: "/healthz,/readyz,/livez,/metrics,/debug/pprof/*"}
-# kwok plays the kubelet as in the e2e cluster (cluster.sh, e2e/kwok/README.md):
+# kwok plays the kubelet as in the e2e cluster (e2e/cluster, e2e/kwok/README.md):
 # the Stages of e2e/kwok/stages.yaml on top of kwok's defaults. The
 # fluentd pods here match none of them, so kwok treats them as before, at
 # the cost of three more jq queries per pod event (20-40 µs; see there).
@@ -188,22 +187,18 @@ add_nodes() {
 
 up() {
   say "bench cluster: $NODES nodes, kube-controller-manager --controllers=$KCM_CONTROLLERS, QPS $QPS burst $BURST for both"
-  pki
   audit_policy
   kwokctl_config
-  # No leader election, as in cluster.sh: with it, a stall of the machine
-  # longer than the renew deadline (seen: ~100 s) makes kube-scheduler exit,
-  # and kwokctl does not restart it, so every later run waits for pods that
-  # nothing schedules.
-  "$ROOT/bin/everynode" scheduler-config --no-leader-election \
-    --url "$EVERYNODE_URL/extender" --ca-file "$PKI/ca.crt" >"$STATE/scheduler-config.yaml"
-  # The nodes are added here, not by cluster-up.sh: its 120 s wait for them
-  # to be Ready is too short for thousands of nodes on a busy 2-core machine.
-  NODES=0 SCHEDULER_CONFIG="$STATE/scheduler-config.yaml" "$ROOT/e2e/hack/cluster-up.sh" \
-    --config "$STATE/kwokctl.yaml" --kube-audit-policy "$STATE/audit-policy.yaml"
+  # kube-scheduler runs without leader election, as the harness runs it:
+  # with it, a stall of the machine longer than the renew deadline (seen:
+  # ~100 s) makes kube-scheduler exit, and kwokctl does not restart it, so
+  # every later run waits for pods that nothing schedules. The nodes are
+  # added here, not by the harness: its 2-minute wait for them to be Ready
+  # is too short for thousands of nodes on a busy 2-core machine.
+  NODES=0 "$ROOT/e2e/hack/cluster.sh" up-control-plane \
+    --kwokctl-config "$STATE/kwokctl.yaml" --audit-policy "$STATE/audit-policy.yaml"
   add_nodes
-  install_chart
-  "$ROOT/e2e/hack/cluster.sh" start-everynode
+  "$ROOT/e2e/hack/cluster.sh" install-everynode
 }
 
 # A second kube-scheduler, without any extender, for the pods of
@@ -243,10 +238,10 @@ down() { stop_noext_scheduler; "$ROOT/e2e/hack/cluster.sh" down; }
 
 if [[ "${REUSE_CLUSTER:-}" == 1 ]] && kubectl get --raw /readyz >/dev/null 2>&1; then
   say "reusing the running bench cluster"
-  helm status --namespace "$NAMESPACE" "$RELEASE" >/dev/null 2>&1 || install_chart
-  # Always restart it: `make bench` has just rebuilt bin/everynode, and a
-  # process left from the last run would be the old code.
-  "$ROOT/e2e/hack/cluster.sh" start-everynode
+  # The chart again, and always a new everynode: `make bench` has just
+  # rebuilt bin/everynode, and a process left from the last run would be
+  # the old code.
+  "$ROOT/e2e/hack/cluster.sh" install-everynode
 else
   up
 fi
@@ -272,7 +267,7 @@ say "benchmark: $ROUNDS rounds of A (apps/v1) and B (everynode.io/v1alpha1) on $
   --kwok-start-delay="$([[ "$KWOK_START_DELAY" == 1 ]] && echo true || echo false)" \
   --manifest "$ROOT/examples/fluentd-elasticsearch.yaml" \
   --kcm-pid-file "$KWOK_CLUSTER/pids/kube-controller-manager.pid" \
-  --switch-cmd "$ROOT/e2e/hack/cluster.sh" \
+  --cluster "$CLUSTER_NAME" --root "$ROOT" \
   --everynode-pid-file "$EVERYNODE_PID" \
   --pid-dir "$KWOK_CLUSTER/pids" \
   --everynode-metrics "http://127.0.0.1:$EVERYNODE_HEALTH_PORT/metrics" \
