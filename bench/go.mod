@@ -4,7 +4,10 @@ go 1.26.0
 
 replace everynode.io/everynode => ../
 
+replace everynode.io/e2e => ../e2e
+
 require (
+	everynode.io/e2e v0.0.0
 	everynode.io/everynode v0.0.0
 	github.com/prometheus/common v0.72.0
 	gonum.org/v1/plot v0.17.0
@@ -62,9 +65,11 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
+	k8s.io/component-base v0.37.2 // indirect
 	k8s.io/component-helpers v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
+	k8s.io/kube-scheduler v0.37.2 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect

@@ -31,8 +31,9 @@ type config struct {
 	// place (e2e/kwok/start-delay.yaml), for the report.
 	kwokStartDelay               bool
 	kcmPIDFile, everynodePIDFile string
-	// switchCmd is cluster.sh, for --scenario=takeover.
-	switchCmd                          string
+	// root and clusterName name the harness's cluster whose controllers
+	// --scenario=takeover switches (package everynode.io/e2e/cluster).
+	root, clusterName                  string
 	pidDir                             string
 	everynodeMetrics, schedulerMetrics string
 	noExtenderMetrics                  string
@@ -110,7 +111,8 @@ func main() {
 	flag.BoolVar(&c.kwokStartDelay, "kwok-start-delay", false, "kwok starts new pods as slowly as a restart in place (e2e/kwok/start-delay.yaml; for the report)")
 	flag.IntVar(&c.kwokNodeWorkers, "kwok-node-workers", 0, "kwok's nodeLeaseParallelism and nodePlayStageParallelism (for the report; 0: kwok's default, 4)")
 	flag.StringVar(&c.kcmPIDFile, "kcm-pid-file", "", "pid file of kube-controller-manager")
-	flag.StringVar(&c.switchCmd, "switch-cmd", "", `with --scenario=takeover: the command that switches the controllers ("<cmd> takeover on|off": e2e/hack/cluster.sh)`)
+	flag.StringVar(&c.clusterName, "cluster", "", "with --scenario=takeover: the harness's cluster whose controllers it switches (e2e/cluster)")
+	flag.StringVar(&c.root, "root", "..", "the everynode checkout of that cluster")
 	flag.StringVar(&c.everynodePIDFile, "everynode-pid-file", "", "pid file of everynode")
 	flag.StringVar(&c.pidDir, "pid-dir", "", "directory of the control plane's pid files (kwokctl's pids/), for CPU by process and the quiet wait before each run")
 	flag.StringVar(&c.everynodeMetrics, "everynode-metrics", "http://127.0.0.1:28080/metrics", "everynode's /metrics")

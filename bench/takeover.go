@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"everynode.io/e2e/cluster"
 )
 
 // The takeover scenario (issue 32, --scenario=takeover): the same apps/v1
@@ -22,7 +24,7 @@ import (
 // every node, then a rolling update of the image, maxUnavailable 10%
 // (recreate, as upstream), timed until every node has an available pod
 // of the image, and the controller's requests in each window from the
-// audit log. The switch is `cluster.sh takeover on|off` (--switch-cmd),
+// audit log. The switch is the harness's (Cluster.SetTakeover, --cluster),
 // which restarts both controllers; everynode's takeover waits for its
 // probe (5 s there) before the set is created.
 
@@ -46,20 +48,20 @@ type takeoverResult struct {
 	updateByVerbResc map[string]int
 }
 
-// switchTakeover runs --switch-cmd on|off and, when on, waits for
-// everynode to report the takeover active.
+// switchTakeover switches the harness's cluster to takeover or back and,
+// when on, waits for everynode to report the takeover active.
 func (b *bench) switchTakeover(ctx context.Context, on bool) error {
-	arg := "off"
-	if on {
-		arg = "on"
-	}
-	if b.c.switchCmd == "" {
-		return fmt.Errorf("--scenario=takeover needs --switch-cmd (e2e/hack/cluster.sh)")
+	if b.c.clusterName == "" {
+		return fmt.Errorf("--scenario=takeover needs --cluster (the harness's cluster, e2e/cluster)")
 	}
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, b.c.switchCmd, "takeover", arg).CombinedOutput()
+	h, err := cluster.New(b.c.root, b.c.clusterName)
 	if err != nil {
-		return fmt.Errorf("%s takeover %s: %w\n%s", b.c.switchCmd, arg, err, out)
+		return err
+	}
+	h.Log = io.Discard
+	if err := h.SetTakeover(ctx, on); err != nil {
+		return fmt.Errorf("takeover %t: %w", on, err)
 	}
 	// New processes: CPU by process follows their pid files.
 	if p, err := loadProcs(b.c.pidDir, map[string]string{"kube-controller-manager": b.c.kcmPIDFile, "everynode": b.c.everynodePIDFile}); err == nil {
@@ -77,7 +79,7 @@ func (b *bench) switchTakeover(ctx context.Context, on bool) error {
 			return fmt.Errorf("everynode did not take over within 2m")
 		}
 	}
-	logf("takeover %s in %.1fs", arg, time.Since(start).Seconds())
+	logf("takeover %t in %.1fs", on, time.Since(start).Seconds())
 	return nil
 }
 
