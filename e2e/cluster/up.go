@@ -69,20 +69,22 @@ func (c *Cluster) UpControlPlane(ctx context.Context, s Settings, o UpOptions) e
 		"scheduler-config.yaml":     string(schedCfg),
 		"webhook-client.kubeconfig": webhookClient,
 		"admission-config.yaml":     admission,
-		"kwokctl.yaml":              c.kwokctlConfig(s),
-		"audit-policy.yaml":         c.auditPolicy(),
+	}
+	// The caller's files, if it gave any, may sit where the harness's
+	// would: write the harness's only where they are used.
+	kwokctlConfig, auditPolicy := o.KwokctlConfig, o.AuditPolicy
+	if kwokctlConfig == "" {
+		kwokctlConfig = c.path("kwokctl.yaml")
+		files["kwokctl.yaml"] = c.kwokctlConfig(s)
+	}
+	if auditPolicy == "" {
+		auditPolicy = c.path("audit-policy.yaml")
+		files["audit-policy.yaml"] = c.auditPolicy()
 	}
 	for name, content := range files {
 		if err := os.WriteFile(c.path(name), []byte(content), 0o644); err != nil {
 			return err
 		}
-	}
-	kwokctlConfig, auditPolicy := c.path("kwokctl.yaml"), c.path("audit-policy.yaml")
-	if o.KwokctlConfig != "" {
-		kwokctlConfig = o.KwokctlConfig
-	}
-	if o.AuditPolicy != "" {
-		auditPolicy = o.AuditPolicy
 	}
 
 	kwokctl := []string{c.Tool("kwokctl"), "-v=WARN", "--name", c.Name}
