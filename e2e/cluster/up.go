@@ -226,7 +226,11 @@ func (c *Cluster) installChart(ctx context.Context, extra ...string) error {
 	}
 	// The mode's arguments first, the kept ones after: a user's --set wins.
 	args := append(append([]string{}, extra...), s.HelmArgs...)
-	c.say("installing the everynode chart (external mode: webhooks call %s%s)", c.URL(), strings.TrimPrefix(" "+strings.Join(args, " "), " "))
+	more := ""
+	if len(args) > 0 {
+		more = "; " + strings.Join(args, " ")
+	}
+	c.say("installing the everynode chart (external mode: webhooks call %s%s)", c.URL(), more)
 	kube, err := c.Client()
 	if err != nil {
 		return err
