@@ -113,13 +113,15 @@ func (c *Cluster) launch(ctx context.Context, n int) error {
 		return err
 	}
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", health)
+	// A probe that hangs (a stopped process) gives up, and the next one asks again.
+	probe := &http.Client{Timeout: 5 * time.Second}
 	fmt.Fprint(c.Log, "waiting for everynode /readyz")
 	err = c.poll(ctx, "everynode /readyz", time.Second, time.Minute, func(ctx context.Context) (bool, error) {
 		if !alive(pid) {
 			return false, errors.New("everynode exited")
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, readyz, nil)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := probe.Do(req)
 		if err != nil {
 			return false, nil
 		}
