@@ -384,13 +384,13 @@ func TestInPlacePatchInitContainers(t *testing.T) {
 // The controller reads the annotation of a pod updated in place once per
 // version of the pod it sees (its pod memo keeps the result).
 func BenchmarkParseInPlaceUpdate(b *testing.B) {
-	u := InPlaceUpdate{Revision: "5f7c9d8b6", Time: time.Unix(1700000000, 0), Restarts: 3, Containers: []InPlaceContainer{
+	u := InPlaceUpdate{Revision: "6b8f5kx9d", Time: time.Unix(1700000000, 0), Restarts: 3, Containers: []InPlaceContainer{
 		{Name: "agent", ImageID: "docker.io/library/agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", ContainerID: "containerd://0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
 	}}
 	c := u.Containers[0]
 	for name, in := range map[string]string{
 		"json": u.String(),
-		"text": "v1 5f7c9d8b6 1700000000 3 " + c.Name + "=" + c.ImageID + "," + c.ContainerID,
+		"text": "v1 6b8f5kx9d 1700000000 3 " + c.Name + "=" + c.ImageID + "," + c.ContainerID,
 	} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -69,7 +69,7 @@ const (
 	// AnnotationInPlaceUpdate on a pod records its last in-place update, in
 	// the same patch that changes its images, as one line of JSON:
 	//
-	//	{"revision":"5f7c9d8b6","updateTime":"2023-11-14T22:13:20Z","restartCount":3,
+	//	{"revision":"6b8f5kx9d","updateTime":"2023-11-14T22:13:20Z","restartCount":3,
 	//	 "previousContainers":[{"name":"agent","imageID":"docker.io/library/agent@sha256:...","containerID":"containerd://..."}]}
 	//
 	// revision is the revision hash the pod moved to; updateTime when the
