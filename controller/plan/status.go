@@ -22,8 +22,8 @@ type rollout struct {
 	held [numHolds]int
 }
 
-// RevisionNumbers maps the hashes of a set's revisions to their numbers.
-func RevisionNumbers(cur *appsv1.ControllerRevision, old []*appsv1.ControllerRevision) map[string]int64 {
+// revisionNumbers maps the hashes of a set's revisions to their numbers.
+func revisionNumbers(cur *appsv1.ControllerRevision, old []*appsv1.ControllerRevision) map[string]int64 {
 	revisions := make(map[string]int64, len(old)+1)
 	for _, r := range old {
 		revisions[r.Labels[revision.HashLabel]] = r.Revision

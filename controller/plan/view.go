@@ -191,7 +191,7 @@ type View struct {
 // set's current spec (every pod change it asked for earlier shows in the
 // cache).
 func (v *View) Decide(cur *appsv1.ControllerRevision, old []*appsv1.ControllerRevision, acts bool) {
-	v.Old, v.revisions, v.Acts = old, RevisionNumbers(cur, old), acts
+	v.Old, v.revisions, v.Acts = old, revisionNumbers(cur, old), acts
 	v.Verdict = judge(v)
 	v.Policy = newPolicy(v)
 	v.kept = v.Policy.keptNodes(v)
