@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"k8s.io/client-go/kubernetes"
 )
 
 // DefaultName is the cluster of `make cluster` and `make e2e`: the one
@@ -34,6 +36,9 @@ type Cluster struct {
 	Namespace, Release string
 	// Log receives progress lines.
 	Log io.Writer
+
+	// kube is the admin client, made on first use (Client).
+	kube kubernetes.Interface
 }
 
 // New describes the cluster name of the checkout root: the default one

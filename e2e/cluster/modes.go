@@ -130,7 +130,7 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, pause time.Duration) err
 	if err := c.restartComponent(KubeAPIServer, pause); err != nil {
 		return err
 	}
-	return c.waitReady(ctx, 0)
+	return c.waitAPIServer(ctx)
 }
 
 // RestartKCM restarts kube-controller-manager with flags (--flag=value)

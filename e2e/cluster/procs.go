@@ -186,8 +186,7 @@ func (c *Cluster) componentPort(name Component) (string, error) {
 // run runs a tool to its end, its output to the cluster's log writer
 // unless quiet, and says what failed with the tool's own words.
 func (c *Cluster) run(ctx context.Context, quiet bool, argv ...string) error {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.KwokWorkdir(), "KUBECONFIG="+c.Kubeconfig())
+	cmd := c.command(ctx, argv)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if !quiet {
@@ -199,10 +198,17 @@ func (c *Cluster) run(ctx context.Context, quiet bool, argv ...string) error {
 	return nil
 }
 
-// output runs a tool to its end and returns what it printed.
-func (c *Cluster) output(ctx context.Context, argv ...string) (string, error) {
+// command is a tool run against this cluster: kwokctl's working folder
+// and the admin kubeconfig in its environment.
+func (c *Cluster) command(ctx context.Context, argv []string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.KwokWorkdir(), "KUBECONFIG="+c.Kubeconfig())
+	return cmd
+}
+
+// output runs a tool to its end and returns what it printed.
+func (c *Cluster) output(ctx context.Context, argv ...string) (string, error) {
+	cmd := c.command(ctx, argv)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -26,13 +26,22 @@ type UpOptions struct {
 	KwokctlConfig, AuditPolicy string
 }
 
-// Client returns a client of the cluster as its admin.
+// Client returns a client of the cluster as its admin, made once: the
+// kubeconfig stays the same through restarts of the API server.
 func (c *Cluster) Client() (kubernetes.Interface, error) {
+	if c.kube != nil {
+		return c.kube, nil
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {
 		return nil, err
 	}
-	return kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.kube = kube
+	return kube, nil
 }
 
 // UpControlPlane starts the cluster without everynode: etcd,
@@ -98,6 +107,8 @@ func (c *Cluster) UpControlPlane(ctx context.Context, s Settings, o UpOptions) e
 			return err
 		}
 	}
+	// A new cluster has a new kubeconfig: a client of an earlier one is stale.
+	c.kube = nil
 	fmt.Fprintf(c.Log, "creating kwok cluster %s (binary runtime, state in %s)...\n", c.Name, c.KwokWorkdir())
 	if err := c.run(ctx, false, append(kwokctl, "create", "cluster",
 		"--runtime", "binary",
@@ -126,17 +137,26 @@ func (c *Cluster) UpControlPlane(ctx context.Context, s Settings, o UpOptions) e
 	return nil
 }
 
-// waitReady waits for /readyz and for nodes Ready nodes: kwokctl's --wait
-// covers the control plane only, and tests start right after.
-func (c *Cluster) waitReady(ctx context.Context, nodes int) error {
+// waitAPIServer waits for kube-apiserver's /readyz.
+func (c *Cluster) waitAPIServer(ctx context.Context) error {
 	kube, err := c.Client()
 	if err != nil {
 		return err
 	}
-	if err := c.poll(ctx, "kube-apiserver /readyz", time.Second, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	return c.poll(ctx, "kube-apiserver /readyz", time.Second, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		b, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil && string(b) == "ok", nil
-	}); err != nil {
+	})
+}
+
+// waitReady waits for /readyz and for nodes Ready nodes: kwokctl's --wait
+// covers the control plane only, and tests start right after.
+func (c *Cluster) waitReady(ctx context.Context, nodes int) error {
+	if err := c.waitAPIServer(ctx); err != nil {
+		return err
+	}
+	kube, err := c.Client()
+	if err != nil {
 		return err
 	}
 	return c.poll(ctx, fmt.Sprintf("%d nodes Ready", nodes), time.Second, 2*time.Minute, func(ctx context.Context) (bool, error) {
