@@ -120,6 +120,31 @@ build kube "kube tools (first time takes ~20 min on 2 cores)" \
   sigs.k8s.io/kwok/cmd/kwok \
   sigs.k8s.io/kwok/cmd/kwokctl
 
+# The real node's kubelet and kube-proxy (e2e/cluster/node.go), from the
+# control plane's Kubernetes version and build cache, so they mostly link.
+build kubenode "kubelet and kube-proxy (first time takes ~2 min after the kube tools)" \
+  "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION \
+   -X k8s.io/component-base/version.gitMajor=1 \
+   -X k8s.io/component-base/version.gitMinor=37" \
+  kubelet kube-proxy -- \
+  k8s.io/kubernetes/cmd/kubelet \
+  k8s.io/kubernetes/cmd/kube-proxy
+
+# The real node's runtime: containerd with its runc shim and ctr, and the
+# CNI plugins its bridge network needs (e2e/tools/node). Static (CGO off)
+# and without the snapshotters that need C libraries; runc itself is
+# Debian's (runc needs cgo and libseccomp): `.ci/run` installs it.
+CGO_ENABLED=0 build node "containerd and the CNI plugins (first time takes ~2-3 min)" \
+  "-s -w" \
+  containerd containerd-shim-runc-v2 ctr bridge host-local loopback -- \
+  -tags no_btrfs,no_devmapper,no_zfs,no_aufs \
+  github.com/containerd/containerd/v2/cmd/containerd \
+  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+  github.com/containerd/containerd/v2/cmd/ctr \
+  github.com/containernetworking/plugins/plugins/ipam/host-local \
+  github.com/containernetworking/plugins/plugins/main/bridge \
+  github.com/containernetworking/plugins/plugins/main/loopback
+
 build helm "helm (first time takes ~3-5 min)" \
   "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
   helm -- helm.sh/helm/v4/cmd/helm
