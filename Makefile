@@ -12,8 +12,12 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/everynode and bin/kubectl-everynode
-	go build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
+build: ## Build bin/everynode and bin/kubectl-everynode (static: CGO off)
+	CGO_ENABLED=0 go build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
+
+.PHONY: image
+image: build ## everynode's container image without Docker: bin/everynode-image.tar (docker load, ctr images import)
+	cd e2e && go run ./cmd/image --binary ../bin/everynode --tag ghcr.io/everynode/everynode:$(VERSION) --out ../bin/everynode-image.tar
 
 .PHONY: test
 test: ## Unit tests (hermetic, with the race detector)
