@@ -135,6 +135,10 @@ type Settings struct {
 	EverynodeArgs []string `json:"everynodeArgs,omitempty"`
 	// HelmArgs are more arguments of every `helm upgrade --install`.
 	HelmArgs []string `json:"helmArgs,omitempty"`
+	// RealNode adds a kubelet node with containerd (node.go) beside the
+	// kwok nodes, and installs the chart as a user does: everynode's image
+	// in the chart's Deployment on that node, reached through its Service.
+	RealNode bool `json:"realNode,omitempty"`
 
 	// CertMode, ClientAuth and Takeover are the modes the scenarios
 	// switch (CertMode, ClientAuth, Takeover methods).

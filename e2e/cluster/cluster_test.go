@@ -137,11 +137,11 @@ func TestConfigs(t *testing.T) {
 	if k := c.kwokctlConfig(Settings{}); strings.Contains(k, "key: controllers") {
 		t.Errorf("kwokctl config sets --controllers with none asked for:\n%s", k)
 	}
-	with, err := c.schedulerConfig(WithExtender, "", c.URL(), "/ca.crt")
+	with, err := c.schedulerConfig(WithExtender, "", endpoint{URL: c.URL(), CAFile: "/ca.crt"})
 	if err != nil || !strings.Contains(string(with), "https://127.0.0.1:18443/extender") || !strings.Contains(string(with), "scheduler-client.crt") {
 		t.Errorf("with the extender: %v\n%s", err, with)
 	}
-	without, err := c.schedulerConfig(WithoutExtender, "/kc", "", "")
+	without, err := c.schedulerConfig(WithoutExtender, "/kc", endpoint{})
 	if err != nil || strings.Contains(string(without), "extender") {
 		t.Errorf("without the extender: %v\n%s", err, without)
 	}

@@ -62,26 +62,48 @@ rules:
 // 2-core machine only makes it exit when a renewal is slow. Several flags
 // of one component belong in one patch: kwokctl v0.8.0 mixes up repeated
 // --extra-args.
+//
+// With a real node (node.go), kube-apiserver advertises itself on the
+// node's bridge and keeps Services in RealNodeServiceCIDR (its certificate
+// names both, for pods that reach it through the kubernetes Service),
+// reaches kubelets by their InternalIP with kwokctl's admin certificate
+// (the kubelet authenticates and authorizes its callers), and kwok keeps
+// to the nodes kwokctl made (annotated kwok.x-k8s.io/node=fake): by
+// default it manages every node, and it would take the real node's Lease
+// and write fake statuses for its pods.
 func (c *Cluster) kwokctlConfig(s Settings) string {
-	var kcm strings.Builder
-	kcm.WriteString("  - key: leader-elect\n    value: \"false\"\n")
+	arg := func(b *strings.Builder, key, value string) {
+		fmt.Fprintf(b, "  - key: %s\n    value: %q\n", key, value)
+	}
+	var apiserver, kcm, kwok, options strings.Builder
+	arg(&apiserver, "admission-control-config-file", c.path("admission-config.yaml"))
+	arg(&kcm, "leader-elect", "false")
 	if s.KCMControllers != "" {
-		fmt.Fprintf(&kcm, "  - key: controllers\n    value: %q\n", s.KCMControllers)
+		arg(&kcm, "controllers", s.KCMControllers)
+	}
+	arg(&kwok, "config", filepath.Join(c.Root, "e2e", "kwok", "stages.yaml"))
+	if s.RealNode {
+		pki := filepath.Join(c.KwokDir(), "pki")
+		arg(&apiserver, "advertise-address", RealNodeIP)
+		arg(&apiserver, "service-cluster-ip-range", RealNodeServiceCIDR)
+		arg(&apiserver, "kubelet-preferred-address-types", "InternalIP,Hostname")
+		arg(&apiserver, "kubelet-client-certificate", filepath.Join(pki, "admin.crt"))
+		arg(&apiserver, "kubelet-client-key", filepath.Join(pki, "admin.key"))
+		arg(&kcm, "service-cluster-ip-range", RealNodeServiceCIDR)
+		arg(&kwok, "manage-all-nodes", "false")
+		arg(&kwok, "manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake")
+		fmt.Fprintf(&options, "options:\n  kubeApiserverCertSANs: [%q, %q]\n", RealNodeAPIServiceIP, RealNodeIP)
 	}
 	return fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
-componentsPatches:
+%scomponentsPatches:
 - name: kube-apiserver
   extraArgs:
-  - key: admission-control-config-file
-    value: %q
-- name: kube-controller-manager
+%s- name: kube-controller-manager
   extraArgs:
 %s- name: kwok-controller
   extraArgs:
-  - key: config
-    value: %q
-`, c.path("admission-config.yaml"), kcm.String(), filepath.Join(c.Root, "e2e", "kwok", "stages.yaml"))
+%s`, options.String(), apiserver.String(), kcm.String(), kwok.String())
 }
 
 // SchedulerExtender says how kube-scheduler is configured.
@@ -95,23 +117,33 @@ const (
 	WithoutExtender
 )
 
+// endpoint is where kube-scheduler reaches everynode's extender: URL,
+// the CA file it trusts, and the name checked against the certificate
+// when the URL holds an address (a ClusterIP) instead.
+type endpoint struct {
+	URL, CAFile, ServerName string
+}
+
 // schedulerConfig is kube-scheduler's configuration: one scheduler, no
-// leader election, the extender at url trusting caFile and presenting the
-// harness's client certificate (checked only when client authentication
-// is on). kubeconfig is left out for kwokctl to fill in at creation.
-func (c *Cluster) schedulerConfig(ext SchedulerExtender, kubeconfig, url, caFile string) ([]byte, error) {
+// leader election, the extender at ep presenting the harness's client
+// certificate (checked only when client authentication is on).
+// kubeconfig is left out for kwokctl to fill in at creation.
+func (c *Cluster) schedulerConfig(ext SchedulerExtender, kubeconfig string, ep endpoint) ([]byte, error) {
 	if ext == WithoutExtender {
+		client := ""
+		if kubeconfig != "" {
+			client = fmt.Sprintf("clientConnection:\n  kubeconfig: %s\n", kubeconfig)
+		}
 		return fmt.Appendf(nil, `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: %s
-leaderElection:
+%sleaderElection:
   leaderElect: false
-`, kubeconfig), nil
+`, client), nil
 	}
 	return schedconfig.Render(schedconfig.Options{
-		URLPrefix:        url + "/extender",
-		CAFile:           caFile,
+		URLPrefix:        ep.URL + "/extender",
+		CAFile:           ep.CAFile,
+		ServerName:       ep.ServerName,
 		ClientCertFile:   filepath.Join(c.PKI(), "scheduler-client.crt"),
 		ClientKeyFile:    filepath.Join(c.PKI(), "scheduler-client.key"),
 		Kubeconfig:       kubeconfig,

@@ -148,22 +148,28 @@ func (c *Cluster) RestartScheduler(ctx context.Context, ext SchedulerExtender) e
 		return err
 	}
 	kubeconfig := filepath.Join(c.KwokDir(), "kubeconfig.yaml")
-	url, caFile := c.URL(), filepath.Join(c.PKI(), "ca.crt")
+	ep := endpoint{URL: c.URL(), CAFile: filepath.Join(c.PKI(), "ca.crt")}
 	if ext == WithExtender {
-		switch s.CertMode {
-		case CertSelfSigned:
-			url, caFile = fmt.Sprintf("https://localhost:%d", c.Port), c.path("self-signed-ca-bundle.crt")
-			if err := c.secretToFile(ctx, c.Release+"-ca", "ca-bundle.crt", caFile); err != nil {
+		if s.RealNode {
+			if ep, err = c.serviceEndpoint(ctx); err != nil {
 				return err
 			}
-		case CertManager:
-			caFile = c.certManagerFile("ca.crt")
-			if err := c.secretToFile(ctx, c.Release+"-tls", "ca.crt", caFile); err != nil {
-				return err
+		} else {
+			switch s.CertMode {
+			case CertSelfSigned:
+				ep = endpoint{URL: fmt.Sprintf("https://localhost:%d", c.Port), CAFile: c.path("self-signed-ca-bundle.crt")}
+				if err := c.secretToFile(ctx, c.Release+"-ca", "ca-bundle.crt", ep.CAFile); err != nil {
+					return err
+				}
+			case CertManager:
+				ep.CAFile = c.certManagerFile("ca.crt")
+				if err := c.secretToFile(ctx, c.Release+"-tls", "ca.crt", ep.CAFile); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	cfg, err := c.schedulerConfig(ext, kubeconfig, url, caFile)
+	cfg, err := c.schedulerConfig(ext, kubeconfig, ep)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -62,7 +63,9 @@ func (c *Cluster) ensurePKI() error {
 
 type keyPair struct {
 	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	// key is a P-256 key for the harness's own pairs; kwokctl's CA, which
+	// signs the real node's identities, may hold an RSA one.
+	key crypto.Signer
 }
 
 func loadOrMakeCA(dir, name, cn string) (keyPair, error) {
@@ -104,7 +107,8 @@ func makePair(dir, name string, tmpl *x509.Certificate, parent *keyPair) (keyPai
 	tmpl.SerialNumber = serial
 	tmpl.NotBefore = time.Now().Add(-time.Hour)
 	tmpl.NotAfter = time.Now().Add(365 * 24 * time.Hour)
-	signer, signerCert := key, tmpl
+	var signer crypto.Signer = key
+	signerCert := tmpl
 	if parent != nil {
 		signer, signerCert = parent.key, parent.cert
 	}
@@ -144,15 +148,19 @@ func loadPair(dir, name string) (keyPair, error) {
 	if err != nil {
 		return keyPair{}, fmt.Errorf("%s.crt: %w", name, err)
 	}
-	key, err := x509.ParseECPrivateKey(kb.Bytes)
-	if err != nil {
+	var key crypto.Signer
+	if ec, err := x509.ParseECPrivateKey(kb.Bytes); err == nil {
+		key = ec
+	} else if r, errRSA := x509.ParsePKCS1PrivateKey(kb.Bytes); errRSA == nil {
+		key = r
+	} else {
 		// openssl writes PKCS#8 ("PRIVATE KEY").
 		k, err8 := x509.ParsePKCS8PrivateKey(kb.Bytes)
-		ec, ok := k.(*ecdsa.PrivateKey)
+		signer, ok := k.(crypto.Signer)
 		if err8 != nil || !ok {
 			return keyPair{}, fmt.Errorf("%s.key: %w", name, err)
 		}
-		key = ec
+		key = signer
 	}
 	if time.Now().After(cert.NotAfter.Add(-24 * time.Hour)) {
 		return keyPair{}, fmt.Errorf("%s.crt expires %s: remove %s to make new certificates", name, cert.NotAfter, dir)

@@ -23,13 +23,19 @@ import (
 // startDetached starts argv in dir with its output appended to log and
 // returns its pid.
 func startDetached(dir, log string, argv []string) (int, error) {
+	return startDetachedEnv(dir, log, argv, nil)
+}
+
+// startDetachedEnv is startDetached with env as the environment (nil: this
+// process's).
+func startDetachedEnv(dir, log string, argv, env []string) (int, error) {
 	out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, err
 	}
 	defer out.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, out, out
+	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, out, out, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start %s: %w", argv[0], err)

@@ -69,7 +69,13 @@ func (c *Cluster) UpControlPlane(ctx context.Context, s Settings, o UpOptions) e
 	if err := c.SaveSettings(s); err != nil {
 		return err
 	}
-	schedCfg, err := c.schedulerConfig(WithExtender, "", c.URL(), filepath.Join(c.PKI(), "ca.crt"))
+	// With a real node, everynode's address is its Service's, known once
+	// the chart is installed (installOnRealNode configures it then).
+	ext := WithExtender
+	if s.RealNode {
+		ext = WithoutExtender
+	}
+	schedCfg, err := c.schedulerConfig(ext, "", endpoint{URL: c.URL(), CAFile: filepath.Join(c.PKI(), "ca.crt")})
 	if err != nil {
 		return err
 	}
@@ -130,10 +136,17 @@ func (c *Cluster) UpControlPlane(ctx context.Context, s Settings, o UpOptions) e
 			return err
 		}
 	}
-	if err := c.waitReady(ctx, s.Nodes); err != nil {
+	nodes := s.Nodes
+	if s.RealNode {
+		if err := c.StartRealNode(ctx); err != nil {
+			return err
+		}
+		nodes++
+	}
+	if err := c.waitReady(ctx, nodes); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.Log, "cluster %s ready with %d nodes in %s; KUBECONFIG=%s\n", c.Name, s.Nodes, time.Since(start).Round(time.Second), c.Kubeconfig())
+	fmt.Fprintf(c.Log, "cluster %s ready with %d nodes in %s; KUBECONFIG=%s\n", c.Name, nodes, time.Since(start).Round(time.Second), c.Kubeconfig())
 	return nil
 }
 
@@ -181,6 +194,13 @@ func (c *Cluster) waitReady(ctx context.Context, nodes int) error {
 // the chart's ServiceAccount, so the RBAC under test is what the chart
 // grants.
 func (c *Cluster) InstallEverynode(ctx context.Context) error {
+	s, err := c.Settings()
+	if err != nil {
+		return err
+	}
+	if s.RealNode {
+		return c.installOnRealNode(ctx)
+	}
 	if err := c.installChart(ctx); err != nil {
 		return err
 	}
@@ -219,7 +239,7 @@ func (c *Cluster) Up(ctx context.Context, s Settings, o UpOptions) error {
 // cluster. A cluster that is not there is not an error.
 func (c *Cluster) Down(ctx context.Context) error {
 	replicas, _ := filepath.Glob(c.path("everynode-*.pid"))
-	var errs []error
+	errs := []error{c.StopRealNode(ctx)}
 	for _, f := range append(replicas, c.path("everynode.pid")) {
 		errs = append(errs, stopPIDFile(f))
 	}

@@ -5,8 +5,9 @@
 //
 // Usage: cluster VERB [ARGS], with CLUSTER_NAME naming the cluster
 // (default everynode-e2e). `up` and `up-control-plane` take NODES (3),
-// KCM_CONTROLLERS, TAKEOVER_KCM_CONTROLLERS, EVERYNODE_ARGS and
-// EXTRA_HELM_ARGS from the environment and keep them for every later verb.
+// KCM_CONTROLLERS, TAKEOVER_KCM_CONTROLLERS, EVERYNODE_ARGS, EXTRA_HELM_ARGS
+// and REAL_NODE (1: a kubelet node beside the kwok nodes, the chart
+// installed on it) from the environment and keep them for every later verb.
 package main
 
 import (
@@ -164,6 +165,7 @@ func settingsFromEnv() (cluster.Settings, error) {
 		TakeoverKCMControllers: os.Getenv("TAKEOVER_KCM_CONTROLLERS"),
 		EverynodeArgs:          strings.Fields(os.Getenv("EVERYNODE_ARGS")),
 		HelmArgs:               strings.Fields(os.Getenv("EXTRA_HELM_ARGS")),
+		RealNode:               os.Getenv("REAL_NODE") == "1",
 	}
 	if v := os.Getenv("NODES"); v != "" {
 		n, err := strconv.Atoi(v)
