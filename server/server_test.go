@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -324,6 +325,49 @@ func TestShutdownFailsReadyzAndKeepsServing(t *testing.T) {
 	}
 	if delay != time.Hour {
 		t.Errorf("waited %v, want the configured ShutdownDelay", delay)
+	}
+}
+
+// A connection the client keeps idle in its pool stays open when
+// shutdown begins: the client's next call on it is answered (with
+// Connection: close), not cut. Closing idle connections at once raced with
+// kube-apiserver reusing them and failed admissions (e2e/realnode).
+func TestShutdownKeepsIdleConnectionsForOneMoreCall(t *testing.T) {
+	endDelay, delayStarted := make(chan time.Time), make(chan struct{})
+	ts := runServer(t, Config{
+		Certificates:  &fakeSource{cert: testCert(t)},
+		Parts:         []Routes{{"/hook": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("served")) })}},
+		ShutdownDelay: time.Hour, // ended by endDelay instead
+		DrainTimeout:  time.Minute,
+	}, func(s *Server) {
+		s.after = func(time.Duration) <-chan time.Time { close(delayStarted); return endDelay }
+	})
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	call := func() (reused bool, resp *http.Response, err error) {
+		trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodPost, ts.secureURL+"/hook", strings.NewReader("{}"))
+		resp, err = client.Do(req)
+		if err == nil {
+			_, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		return reused, resp, err
+	}
+	if _, resp, err := call(); err != nil || resp.Close {
+		t.Fatalf("before shutdown: %v, close %v", err, resp != nil && resp.Close)
+	}
+	ts.cancel()
+	<-delayStarted // the shutdown has begun and waits out its delay
+	reused, resp, err := call()
+	if err != nil || !reused {
+		t.Fatalf("the call on the pooled connection after shutdown began: reused %v, err %v; want it answered on that connection", reused, err)
+	}
+	if !resp.Close {
+		t.Error("the answer keeps the connection; want Connection: close")
+	}
+	close(endDelay)
+	if err := <-ts.done; err != nil {
+		t.Fatalf("serve: %v", err)
 	}
 }
 
