@@ -68,6 +68,10 @@ cluster-down: ## Stop everything `make cluster` started
 e2e: tools build ## End-to-end scenarios on a real control plane
 	e2e/hack/e2e.sh
 
+.PHONY: e2e-real-node
+e2e-real-node: tools build ## The real node's scenarios: the chart's Deployment on a kubelet with containerd, beside kwok nodes (root, runc, iptables)
+	e2e/hack/e2e-real-node.sh
+
 .PHONY: demo
 demo: tools build ## The newcomer's tour: a local cluster, a DaemonSet, a new node, a rollout
 	e2e/hack/demo.sh
@@ -101,7 +105,7 @@ conformance: tools build ## Upstream's DaemonSet e2e specs on a kwok cluster (MO
 	e2e/hack/conformance.sh
 
 .PHONY: check
-check: lint verify-generate test fuzz-brief chart-lint rules-check e2e ## Everything CI runs
+check: lint verify-generate test fuzz-brief chart-lint rules-check e2e e2e-real-node ## Everything CI runs
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached e2e tools)

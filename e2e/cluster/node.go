@@ -195,7 +195,14 @@ func (c *Cluster) makeBridge(ctx context.Context) error {
 	if err := c.run(ctx, true, "ip", "addr", "replace", RealNodeIP+"/24", "dev", RealNodeBridge); err != nil {
 		return err
 	}
-	return c.run(ctx, true, "ip", "link", "set", RealNodeBridge, "up")
+	if err := c.run(ctx, true, "ip", "link", "set", RealNodeBridge, "up"); err != nil {
+		return err
+	}
+	// The Service range goes to the bridge too: kube-proxy rewrites a
+	// ClusterIP to a pod's or kube-apiserver's address, and a ClusterIP it
+	// has no rule for (yet) then goes nowhere rather than out of the
+	// default route.
+	return c.run(ctx, true, "ip", "route", "replace", RealNodeServiceCIDR, "dev", RealNodeBridge, "src", RealNodeIP)
 }
 
 // StopRealNode stops kube-proxy (and removes its iptables rules), the

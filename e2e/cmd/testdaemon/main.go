@@ -2,7 +2,8 @@
 // (e2e/cluster builds its images, tagged v1 and v2): it serves /healthz and
 // /version on :8080, logs one line when it starts and one a minute, and
 // ends cleanly on SIGTERM, so a scenario can read its logs, exec into it,
-// probe it and tell its version from the outside.
+// probe it and tell its version from the outside. `testdaemon version`
+// prints the version and exits (for kubectl exec: the image has no shell).
 package main
 
 import (
@@ -20,6 +21,10 @@ func main() {
 	version, node := os.Getenv("VERSION"), os.Getenv("NODE_NAME")
 	addr := ":8080"
 	if len(os.Args) > 1 {
+		if os.Args[1] == "version" {
+			fmt.Println(version)
+			return
+		}
 		addr = os.Args[1]
 	}
 	mux := http.NewServeMux()
