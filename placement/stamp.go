@@ -117,7 +117,9 @@ func WithSchedulerName(pod *corev1.Pod, name string) {
 // (which the pod webhooks select on), the target node annotation, the
 // required node affinity replaced by the pin to node (PinToNode, never
 // nodeName, so the scheduler and its extender still see the pod), and the
-// default daemon tolerations (WithDaemonTolerations).
+// default daemon tolerations (WithDaemonTolerations), and the daemon-pod
+// marker resource when it is on (WithDaemonResource), which keeps every
+// other pod out of the extender's interest.
 //
 // The controller stamps the pods it makes, so a set is correct where no
 // webhook runs (webhooks skip kube-system, where the upstream docs' own
@@ -135,4 +137,5 @@ func Stamp(pod *corev1.Pod, node string) {
 	pod.Annotations[everynodev1alpha1.AnnotationTargetNode] = node
 	pod.Spec.Affinity = PinToNode(pod.Spec.Affinity, node)
 	pod.Spec.Tolerations = WithDaemonTolerations(pod.Spec.Tolerations, pod.Spec.HostNetwork)
+	WithDaemonResource(pod)
 }

@@ -13,6 +13,15 @@ const (
 	// LabelDaemonPodValue is the only value LabelDaemonPod takes.
 	LabelDaemonPodValue = "true"
 
+	// DefaultDaemonResource is the extended resource every daemon pod
+	// requests one of (placement.WithDaemonResource), so that kube-scheduler
+	// calls the extender for daemon pods only: the extender's
+	// managedResources names it, and ignoredByScheduler keeps the scheduler
+	// from looking for it on nodes. No node advertises it; the kubelet
+	// admits a pod whose extended resources its node lacks by dropping
+	// them. everynode serve --daemon-resource changes or disables it.
+	DefaultDaemonResource = "everynode.io/daemon"
+
 	// AnnotationTargetNode holds the name of the node a daemon pod is made
 	// for. The pod webhook turns it into the node-pinning affinity; the
 	// extender and the controller read it to know where the pod belongs.
