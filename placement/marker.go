@@ -45,11 +45,12 @@ func ValidateDaemonResource(name string) error {
 	if msgs := validation.IsQualifiedName(name); len(msgs) > 0 {
 		return fmt.Errorf("%q is not a resource name: %s", name, strings.Join(msgs, "; "))
 	}
-	domain, _, ok := strings.Cut(name, "/")
+	// As upstream's IsExtendedResourceName, which kube-scheduler checks
+	// managedResources with.
 	switch {
-	case !ok:
+	case !strings.Contains(name, "/"):
 		return fmt.Errorf("%q is not an extended resource name: it needs a domain, as in %s", name, "everynode.io/daemon")
-	case domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io"):
+	case strings.Contains(name, corev1.ResourceDefaultNamespacePrefix):
 		return fmt.Errorf("%q is not an extended resource name: the kubernetes.io domain is Kubernetes' own", name)
 	case strings.HasPrefix(name, corev1.DefaultResourceRequestsPrefix):
 		return fmt.Errorf("%q is not an extended resource name: the prefix %q is for quotas", name, corev1.DefaultResourceRequestsPrefix)

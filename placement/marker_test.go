@@ -31,6 +31,7 @@ func TestValidateDaemonResource(t *testing.T) {
 		"daemon":                      "needs a domain",
 		"kubernetes.io/daemon":        "kubernetes.io",
 		"node.kubernetes.io/daemon":   "kubernetes.io",
+		"notkubernetes.io/daemon":     "kubernetes.io",
 		"requests.example.com/daemon": "for quotas",
 		"everynode.io/":               "not a resource name",
 		"every node.io/daemon":        "not a resource name",

@@ -10,6 +10,9 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // Certificate modes of the HTTPS server.
@@ -36,6 +39,9 @@ type serveOptions struct {
 	// startupTaint, when set, is the key of the NoSchedule taint new
 	// nodes register with and the controller removes (controller/startup.go).
 	startupTaint string
+	// daemonResource is the extended resource daemon pods request as a
+	// marker (placement.SetDaemonResource); empty: no marker.
+	daemonResource string
 
 	shutdownDelay        time.Duration
 	shutdownDrainTimeout time.Duration
@@ -82,6 +88,7 @@ func defaultServeOptions() *serveOptions {
 		renewDeadline:     10 * time.Second,
 		retryPeriod:       2 * time.Second,
 		controllerWorkers: 4,
+		daemonResource:    everynodev1alpha1.DefaultDaemonResource,
 
 		takeoverProbeTimeout: 10 * time.Second,
 		takeoverRetry:        30 * time.Second,
@@ -107,6 +114,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", o.shutdownDelay, "On SIGTERM, how long to keep serving the webhooks and the extender with /readyz failing, before the listeners close: the time endpoints and kube-proxy take to stop routing to this replica. 0: close at once.")
 	fs.DurationVar(&o.shutdownDrainTimeout, "shutdown-drain-timeout", o.shutdownDrainTimeout, "After --shutdown-delay, how long requests already in flight may take to finish before they are cut. 0: cut them at once.")
 	fs.StringVar(&o.startupTaint, "startup-taint", o.startupTaint, "Key of a NoSchedule taint nodes register with (kubelet --register-with-taints, node pool taints): daemon pods tolerate it, and the controller removes it from a node once every set with nodeReadinessGate that runs there has a Ready pod. The readiness gate for clusters whose scheduler cannot call the extender. Empty: off.")
+	fs.StringVar(&o.daemonResource, "daemon-resource", o.daemonResource, "Extended resource every daemon pod requests one of, as a marker: kube-scheduler configured by `everynode scheduler-config` (managedResources, ignoredByScheduler) then calls the extender for daemon pods only, so a hung everynode cannot slow anyone else's pods. No node advertises it and the kubelet drops it, so it costs nothing. The scheduler must ignore it, or daemon pods stay Pending with \"Insufficient <name>\" (the set says so in its conditions). Empty: no marker, for a scheduler configured before it; only then can ordinary pods reach the extender's nodeReadinessGate.")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", o.clientCAFile, "PEM CA bundle: when set, every caller of the webhook and extender port must present a client certificate it signed (configure kube-apiserver's webhook kubeconfig and kube-scheduler's extender tlsConfig to send one; README). Read at start.")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "Requests each webhook and extender route serves at once; more get 429 with Retry-After at once (the caller's failure policy applies). 0: no cap.")
 	fs.BoolVar(&o.http2, "http2", o.http2, "Offer HTTP/2 on the HTTPS listener besides HTTP/1.1. kube-apiserver sends concurrent webhook calls over one HTTP/2 connection; over HTTP/1.1 it keeps only 25 idle connections and opens a new TLS connection for every call beyond them.")
@@ -158,6 +166,9 @@ func (o *serveOptions) validate() error {
 		if msgs := validation.IsQualifiedName(o.startupTaint); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("--startup-taint %q is not a taint key: %s", o.startupTaint, strings.Join(msgs, "; ")))
 		}
+	}
+	if err := placement.ValidateDaemonResource(o.daemonResource); err != nil {
+		errs = append(errs, fmt.Errorf("--daemon-resource %w", err))
 	}
 	if o.maxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("--max-in-flight must not be negative (0 turns the cap off), got %d", o.maxInFlight))

@@ -25,6 +25,7 @@ func TestServeFlagErrorsAreUsageErrors(t *testing.T) {
 		"bad lease durations": {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--leader-elect-renew-deadline=1m"}, wantMsg: "lease-duration > renew-deadline"},
 		"negative delay":      {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--shutdown-delay=-1s"}, wantMsg: "--shutdown-delay must not be negative"},
 		"negative drain":      {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--shutdown-drain-timeout=-1s"}, wantMsg: "--shutdown-drain-timeout must not be negative"},
+		"bad daemon resource": {args: []string{"serve", "--tls-cert-file=a", "--tls-key-file=b", "--namespace=x", "--daemon-resource=kubernetes.io/daemon"}, wantMsg: `--daemon-resource "kubernetes.io/daemon" is not an extended resource name`},
 		"bad verbosity":       {args: []string{"serve", "-v=abc"}, wantMsg: "invalid argument"},
 	}
 	for name, tc := range tests {
@@ -59,6 +60,12 @@ func TestServeValidOptions(t *testing.T) {
 	o.shutdownDelay, o.shutdownDrainTimeout = 0, 0
 	if err := o.validate(); err != nil {
 		t.Fatalf("zero shutdown delay and drain timeout rejected: %v", err)
+	}
+	// Empty turns the daemon-pod marker off (a scheduler configured
+	// before it).
+	o.daemonResource = ""
+	if err := o.validate(); err != nil {
+		t.Fatalf("--daemon-resource= rejected: %v", err)
 	}
 }
 

@@ -56,10 +56,16 @@ func TestChartNamesTheServedRoutes(t *testing.T) {
 	if want := `printf "%s` + extender.PathPrefix + `"`; !strings.Contains(helpers, want) {
 		t.Errorf("the chart's scheduler config does not build urlPrefix as %s", want)
 	}
-	for _, verb := range []string{schedconfig.FilterVerb, schedconfig.PrioritizeVerb, schedconfig.PreemptVerb} {
+	for _, verb := range []string{schedconfig.FilterVerb, schedconfig.PreemptVerb} {
 		if !strings.Contains(helpers, "Verb: "+verb+"\n") {
 			t.Errorf("the chart's scheduler config lacks the verb %s", verb)
 		}
+	}
+	// Served for configurations written before it was dropped, but no
+	// longer configured: each verb is one more timeout per pod while
+	// everynode hangs.
+	if strings.Contains(helpers, "prioritizeVerb:") {
+		t.Error("the chart's scheduler config names the prioritize verb")
 	}
 }
 

@@ -145,6 +145,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	// Before anything makes a pod or judges a node: the pods' tolerations
 	// and eligibility read it.
 	placement.SetStartupTaint(o.startupTaint)
+	placement.SetDaemonResource(o.daemonResource)
 	c, err := newClients(o)
 	if err != nil {
 		return err

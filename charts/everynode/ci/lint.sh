@@ -170,10 +170,20 @@ has scheduler 'ignorable: true'
 # Self-signed: the bundle with the next CA, which survives a rotation.
 has scheduler 'caFile: /etc/everynode/ca/ca-bundle.crt'
 has scheduler 'key: ca-bundle.crt'
-has scheduler 'httpTimeout: 5s'
+has scheduler 'httpTimeout: 1s'
+# Daemon pods only: the marker they request, ignored by the scheduler.
+has scheduler '"--daemon-resource=everynode.io/daemon"'
+has scheduler '  - name: everynode.io/daemon'
+has scheduler 'ignoredByScheduler: true'
+hasnt scheduler 'prioritizeVerb'
 has scheduler 'name: system:kube-scheduler'
 has scheduler 'name: system:volume-scheduler'
 has scheduler 'name: extension-apiserver-authentication-reader'
+
+render scheduler-no-marker --set scheduler.enabled=true --set scheduler.daemonResource=
+has scheduler-no-marker '"--daemon-resource="'
+hasnt scheduler-no-marker 'managedResources'
+refuse scheduler-bad-marker 'daemonResource' --set scheduler.daemonResource=daemon
 
 render scheduler-certmanager --set scheduler.enabled=true --set certManager.enabled=true
 has scheduler-certmanager 'caFile: /etc/everynode/ca/ca.crt'

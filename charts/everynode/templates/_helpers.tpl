@@ -186,6 +186,7 @@ outside the cluster (external.url), so both always agree.
 {{- with .Values.startupTaint }}
 --startup-taint={{ . }}
 {{- end }}
+--daemon-resource={{ .Values.scheduler.daemonResource }}
 {{- if .Values.takeover.enabled }}
 --takeover
 --takeover-probe-timeout={{ .Values.takeover.probeTimeoutSeconds }}s
@@ -287,9 +288,18 @@ profiles:
 extenders:
   - urlPrefix: {{ printf "%s/extender" (include "everynode.baseURL" .) }}
     filterVerb: filter
-    prioritizeVerb: prioritize
+    # No prioritize verb: the extender scores nothing an ordinary pod could
+    # use, and a daemon pod is pinned to one node; each verb is one more
+    # call, and one more timeout when everynode hangs.
     preemptVerb: preempt
-    weight: 1
+    {{- with .Values.scheduler.daemonResource }}
+    # The scheduler calls the extender only for pods that request this
+    # resource, which only daemon pods do: a hung everynode costs no one
+    # else anything. ignoredByScheduler: no node advertises it.
+    managedResources:
+      - name: {{ . }}
+        ignoredByScheduler: true
+    {{- end }}
     # Node names in, node names out: the extender answers from its own cache.
     nodeCacheCapable: true
     # The extender refines, it does not decide: when it is down, pods are
@@ -308,7 +318,9 @@ extenders:
       certFile: /etc/everynode/client/tls.crt
       keyFile: /etc/everynode/client/tls.key
       {{- end }}
-    httpTimeout: 5s
+    # The extender answers in milliseconds; this bounds what each call
+    # costs while everynode hangs (everynode scheduler-config's default).
+    httpTimeout: 1s
 {{- end }}
 
 {{/*
