@@ -25,6 +25,8 @@ import (
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement"
+
+	"everynode.io/e2e/cluster"
 )
 
 // Generous upper bounds for a loaded 2-core CI machine; not performance
@@ -769,7 +771,22 @@ func setPodReady(t *testing.T, ns, name string, ready bool) {
 // A set with nodeReadinessGate keeps ordinary pods off a node until its
 // daemon pod there is Ready: the scheduler's extender call fails the node
 // with a reason naming the set, and the pod lands once the daemon is Ready.
+// The extender sees ordinary pods only without the daemon-pod marker:
+// everynode runs with --daemon-resource="" and kube-scheduler calls the
+// extender for every pod.
 func TestNodeReadinessGate(t *testing.T) {
+	kept, err := harness.Settings()
+	step(t, err)
+	step(t, harness.Reinstall(bg, func(s *cluster.Settings) {
+		s.HelmArgs = append(s.HelmArgs, "--set", "scheduler.daemonResource=")
+		s.EverynodeArgs = append(s.EverynodeArgs, "--daemon-resource=")
+	}))
+	t.Cleanup(func() {
+		step(t, harness.Reinstall(bg, func(s *cluster.Settings) { s.HelmArgs, s.EverynodeArgs = kept.HelmArgs, kept.EverynodeArgs }))
+	})
+	step(t, harness.RestartScheduler(bg, cluster.WithExtenderForEveryPod))
+	t.Cleanup(func() { step(t, harness.RestartScheduler(bg, cluster.WithExtender)) })
+
 	ns := newNamespace(t)
 	sel := map[string]string{scenarioLabel: "gate-" + randSuffix()}
 	nodes := createNodes(t, "gate", 1, sel)

@@ -15,8 +15,10 @@ import (
 
 // The startup-taint readiness gate (issue 31), the mode for clusters whose
 // scheduler cannot call the extender. everynode runs with --startup-taint
-// (and the chart's RBAC for it), and kube-scheduler is restarted with no
-// extender in its configuration, as on a managed cluster, so only the
+// (and the chart's RBAC for it) and without the daemon-pod marker (no
+// scheduler there could be told to ignore it), and kube-scheduler is
+// restarted with no extender in its configuration, as on a managed
+// cluster, so only the
 // taint can hold the ordinary pod back (the scenario checks the extender
 // got no call). A node joins with the taint:
 // the gated daemon pod lands there (it tolerates the taint) but crash-loops
@@ -28,8 +30,8 @@ func TestStartupTaintGate(t *testing.T) {
 	kept, err := harness.Settings()
 	step(t, err)
 	step(t, harness.Reinstall(bg, func(s *cluster.Settings) {
-		s.HelmArgs = append(s.HelmArgs, "--set", "startupTaint="+key)
-		s.EverynodeArgs = append(s.EverynodeArgs, "--startup-taint="+key)
+		s.HelmArgs = append(s.HelmArgs, "--set", "startupTaint="+key, "--set", "scheduler.daemonResource=")
+		s.EverynodeArgs = append(s.EverynodeArgs, "--startup-taint="+key, "--daemon-resource=")
 	}))
 	t.Cleanup(func() {
 		step(t, harness.Reinstall(bg, func(s *cluster.Settings) { s.HelmArgs, s.EverynodeArgs = kept.HelmArgs, kept.EverynodeArgs }))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/extender/schedconfig"
 )
 
@@ -15,14 +16,22 @@ func newSchedulerConfigCommand() *cobra.Command {
 		o       schedconfig.Options
 		caFile  string
 		embedCA bool
+		weight  int64
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler-config",
 		Short: "Print a KubeSchedulerConfiguration that calls the everynode extender",
 		Long: `scheduler-config prints a kube-scheduler configuration
 (kubescheduler.config.k8s.io/v1) whose extenders entry calls this everynode
-installation: filter, prioritize and preempt, nodeCacheCapable, ignorable (so
-scheduling goes on if everynode is down), over HTTPS with the given CA.
+installation: filter and preempt, nodeCacheCapable, ignorable (so scheduling
+goes on if everynode is down), over HTTPS with the given CA.
+
+With --daemon-resource (by default everynode.io/daemon, as everynode serve's)
+the entry lists that resource in managedResources with ignoredByScheduler:
+kube-scheduler then calls the extender only for daemon pods, which request
+one of it, so a hung everynode costs every other pod nothing. Give it the
+same value as everynode serve --daemon-resource; empty for an everynode run
+with --daemon-resource="" (then every pod waits for the extender).
 
   everynode scheduler-config --url https://everynode.everynode-system.svc:443/extender \
     --ca-file /etc/everynode/ca.crt > scheduler-config.yaml`,
@@ -57,7 +66,11 @@ scheduling goes on if everynode is down), over HTTPS with the given CA.
 	fs.StringVar(&o.ClientKeyFile, "client-key-file", "", "Key of --client-cert-file (tlsConfig.keyFile).")
 	fs.StringVar(&o.ServerName, "server-name", "", "Name to verify in the serving certificate instead of the URL's host.")
 	fs.DurationVar(&o.HTTPTimeout, "http-timeout", schedconfig.DefaultHTTPTimeout, "Timeout of each extender call; after it the scheduler ignores the extender for that pod.")
-	fs.Int64Var(&o.Weight, "weight", schedconfig.DefaultWeight, "Weight of the extender's prioritize scores.")
+	fs.StringVar(&o.DaemonResource, "daemon-resource", everynodev1alpha1.DefaultDaemonResource, "The marker resource daemon pods request (everynode serve --daemon-resource): put in managedResources, ignored by the scheduler, so the extender is called for daemon pods only. Empty: for every pod.")
+	// The prioritize verb is gone (it scored nothing); scripts that pass
+	// --weight keep working.
+	fs.Int64Var(&weight, "weight", 1, "Ignored: the configuration has no prioritize verb.")
+	_ = fs.MarkDeprecated("weight", "the extender is no longer configured to prioritize; the flag does nothing")
 	fs.StringVar(&o.Kubeconfig, "scheduler-kubeconfig", "", "kube-scheduler's clientConnection.kubeconfig; empty: in-cluster.")
 	fs.StringVar(&o.SchedulerName, "scheduler-name", "", "Profile and leader election name, for a second scheduler next to the default one.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the scheduler's leader election Lease (default kube-system).")

@@ -141,6 +141,13 @@ func TestConfigs(t *testing.T) {
 	if err != nil || !strings.Contains(string(with), "https://127.0.0.1:18443/extender") || !strings.Contains(string(with), "scheduler-client.crt") {
 		t.Errorf("with the extender: %v\n%s", err, with)
 	}
+	if !strings.Contains(string(with), "name: everynode.io/daemon") {
+		t.Errorf("with the extender: no daemon-pod marker in managedResources\n%s", with)
+	}
+	every, err := c.schedulerConfig(WithExtenderForEveryPod, "", endpoint{URL: c.URL(), CAFile: "/ca.crt"})
+	if err != nil || strings.Contains(string(every), "managedResources") || !strings.Contains(string(every), "/extender") {
+		t.Errorf("with the extender for every pod: %v\n%s", err, every)
+	}
 	without, err := c.schedulerConfig(WithoutExtender, "/kc", endpoint{})
 	if err != nil || strings.Contains(string(without), "extender") {
 		t.Errorf("without the extender: %v\n%s", err, without)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/extender/schedconfig"
 )
 
@@ -114,7 +115,14 @@ const (
 	// the CA of the cluster's cert mode.
 	WithExtender SchedulerExtender = iota
 	// WithoutExtender: no extender at all, as on a managed cluster.
+	// everynode must then run with --daemon-resource="": no scheduler
+	// ignores the marker, and daemon pods that request it stay Pending.
 	WithoutExtender
+	// WithExtenderForEveryPod: as WithExtender, without the daemon-pod
+	// marker in managedResources, so kube-scheduler calls the extender for
+	// every pod, as before the marker: for an everynode run with
+	// --daemon-resource="" (the extender's nodeReadinessGate needs it).
+	WithExtenderForEveryPod
 )
 
 // endpoint is where kube-scheduler reaches everynode's extender: URL,
@@ -140,7 +148,12 @@ kind: KubeSchedulerConfiguration
   leaderElect: false
 `, client), nil
 	}
+	marker := everynodev1alpha1.DefaultDaemonResource
+	if ext == WithExtenderForEveryPod {
+		marker = ""
+	}
 	return schedconfig.Render(schedconfig.Options{
+		DaemonResource:   marker,
 		URLPrefix:        ep.URL + "/extender",
 		CAFile:           ep.CAFile,
 		ServerName:       ep.ServerName,

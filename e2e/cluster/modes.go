@@ -149,7 +149,7 @@ func (c *Cluster) RestartScheduler(ctx context.Context, ext SchedulerExtender) e
 	}
 	kubeconfig := filepath.Join(c.KwokDir(), "kubeconfig.yaml")
 	ep := endpoint{URL: c.URL(), CAFile: filepath.Join(c.PKI(), "ca.crt")}
-	if ext == WithExtender {
+	if ext != WithoutExtender {
 		if s.RealNode {
 			if ep, err = c.serviceEndpoint(ctx); err != nil {
 				return err

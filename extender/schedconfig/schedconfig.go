@@ -19,10 +19,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedulerv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
+
+	"everynode.io/everynode/placement"
 )
 
 // The extender's verbs: kube-scheduler POSTs to URLPrefix + "/" + verb, so
 // the server mounts the handlers at these paths under the prefix.
+//
+// Render names filter and preempt only. The prioritize route is still
+// served, for configurations written before it was dropped: it answered an
+// empty list for every ordinary pod, and a daemon pod is pinned to one
+// node, so the verb cost a call per pod (and a timeout per pod while
+// everynode hangs) for nothing.
 const (
 	FilterVerb     = "filter"
 	PrioritizeVerb = "prioritize"
@@ -31,15 +39,17 @@ const (
 
 // Defaults applied to zero Options fields.
 const (
-	// DefaultHTTPTimeout bounds each extender call. The extender answers
-	// in about a millisecond; the bound matters when it hangs, because
-	// kube-scheduler places pods one at a time and waits this long for each
-	// before ignoring the (ignorable) extender.
-	DefaultHTTPTimeout = 5 * time.Second
-	// DefaultWeight multiplies the prioritize score. It only breaks ties
-	// for daemon pods, which their pinning affinity mostly leaves with a
-	// single feasible node anyway.
-	DefaultWeight = 1
+	// DefaultHTTPTimeout bounds each extender call. The bound matters when
+	// everynode hangs (SIGSTOP, a frozen node, CPU throttling): a dead
+	// everynode refuses the connection at once, a hung one is waited for
+	// this long, for every pod the extender is called for, one pod at a
+	// time, before kube-scheduler ignores the (ignorable) extender. The
+	// extender answers in milliseconds (its p99 under load is a few), so a
+	// second leaves hundreds of times that, and ten CFS quota periods of a
+	// throttled pod, while a hang costs each daemon pod a fifth of
+	// kube-scheduler's own default (5 s). A call cut short loses nothing
+	// the webhook's pin and the controller's count do not guarantee.
+	DefaultHTTPTimeout = time.Second
 )
 
 // Options describe an installation.
@@ -63,8 +73,14 @@ type Options struct {
 	ServerName string
 	// HTTPTimeout is each call's timeout; zero means DefaultHTTPTimeout.
 	HTTPTimeout time.Duration
-	// Weight multiplies the prioritize score; zero means DefaultWeight.
-	Weight int64
+	// DaemonResource, if set, is the extended resource daemon pods
+	// request as a marker (everynode serve --daemon-resource; the
+	// default is everynode.io/daemon). It goes into managedResources with
+	// ignoredByScheduler, so kube-scheduler calls the extender for daemon
+	// pods only and does not look for the resource on nodes. Empty: the
+	// extender is called for every pod, for an everynode run with
+	// --daemon-resource="".
+	DaemonResource string
 	// Kubeconfig is kube-scheduler's clientConnection.kubeconfig; empty
 	// leaves it out (in-cluster config).
 	Kubeconfig string
@@ -170,22 +186,23 @@ func extender(o Options) (schedulerv1.Extender, error) {
 	case timeout == 0:
 		timeout = DefaultHTTPTimeout
 	}
-	weight := o.Weight
-	switch {
-	case weight < 0:
-		return schedulerv1.Extender{}, fmt.Errorf("weight %d is negative; kube-scheduler requires a positive weight with a prioritize verb", weight)
-	case weight == 0:
-		weight = DefaultWeight
+	var managed []schedulerv1.ExtenderManagedResource
+	if o.DaemonResource != "" {
+		if err := placement.ValidateDaemonResource(o.DaemonResource); err != nil {
+			return schedulerv1.Extender{}, fmt.Errorf("daemon resource %w", err)
+		}
+		// Only pods that request it are sent to the extender, and no node
+		// has it: NodeResourcesFit must not look for it.
+		managed = []schedulerv1.ExtenderManagedResource{{Name: o.DaemonResource, IgnoredByScheduler: true}}
 	}
 	return schedulerv1.Extender{
-		URLPrefix:      prefix,
-		FilterVerb:     FilterVerb,
-		PrioritizeVerb: PrioritizeVerb,
-		PreemptVerb:    PreemptVerb,
-		Weight:         weight,
-		EnableHTTPS:    true,
-		TLSConfig:      tls,
-		HTTPTimeout:    metav1.Duration{Duration: timeout},
+		URLPrefix:        prefix,
+		FilterVerb:       FilterVerb,
+		PreemptVerb:      PreemptVerb,
+		ManagedResources: managed,
+		EnableHTTPS:      true,
+		TLSConfig:        tls,
+		HTTPTimeout:      metav1.Duration{Duration: timeout},
 		// Node names in and out: the extender has its own node cache, and
 		// full Node objects for 5,000 nodes would cost megabytes per call.
 		NodeCacheCapable: true,

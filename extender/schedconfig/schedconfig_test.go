@@ -35,9 +35,10 @@ func TestRenderGolden(t *testing.T) {
 	}{
 		"scheduler-config.yaml": {
 			opts: Options{
-				URLPrefix:  "https://everynode.everynode-system.svc:443/extender/",
-				CAFile:     "/etc/kubernetes/everynode/ca.crt",
-				Kubeconfig: "/etc/kubernetes/scheduler.conf",
+				URLPrefix:      "https://everynode.everynode-system.svc:443/extender/",
+				CAFile:         "/etc/kubernetes/everynode/ca.crt",
+				Kubeconfig:     "/etc/kubernetes/scheduler.conf",
+				DaemonResource: "everynode.io/daemon",
 				// everynode run with --client-ca-file.
 				ClientCertFile: "/etc/kubernetes/everynode/client.crt",
 				ClientKeyFile:  "/etc/kubernetes/everynode/client.key",
@@ -63,7 +64,7 @@ func TestRenderGolden(t *testing.T) {
 				CAData:                  ca,
 				ServerName:              "everynode.everynode-system.svc",
 				HTTPTimeout:             2 * time.Second,
-				Weight:                  5,
+				DaemonResource:          "example.com/agent",
 				SchedulerName:           "everynode-scheduler",
 				LeaderElectionNamespace: "everynode-system",
 			},
@@ -80,6 +81,19 @@ func TestRenderGolden(t *testing.T) {
 				le := cfg.LeaderElection
 				if le.LeaderElect == nil || !*le.LeaderElect || le.ResourceName != "everynode-scheduler" || le.ResourceNamespace != "everynode-system" {
 					t.Errorf("leaderElection = %+v", le)
+				}
+				if m := cfg.Extenders[0].ManagedResources; len(m) != 1 || m[0].Name != "example.com/agent" || !m[0].IgnoredByScheduler {
+					t.Errorf("managedResources = %+v", m)
+				}
+			},
+		},
+		// everynode serve --daemon-resource="": every pod goes to the
+		// extender, as before the marker.
+		"no-marker.yaml": {
+			opts: Options{URLPrefix: "https://everynode.everynode-system.svc:443/extender", CAFile: "/etc/kubernetes/everynode/ca.crt"},
+			check: func(t *testing.T, cfg *schedulerv1.KubeSchedulerConfiguration) {
+				if m := cfg.Extenders[0].ManagedResources; len(m) != 0 {
+					t.Errorf("managedResources = %+v, want none", m)
 				}
 			},
 		},
@@ -115,10 +129,12 @@ func TestRenderGolden(t *testing.T) {
 				t.Fatalf("%d extenders, want 1", len(cfg.Extenders))
 			}
 			ext := cfg.Extenders[0]
-			if strings.HasSuffix(ext.URLPrefix, "/") || ext.FilterVerb != "filter" || ext.PrioritizeVerb != "prioritize" || ext.PreemptVerb != "preempt" {
+			// No prioritize verb: it scored nothing and cost a timeout per
+			// pod while everynode hangs.
+			if strings.HasSuffix(ext.URLPrefix, "/") || ext.FilterVerb != "filter" || ext.PrioritizeVerb != "" || ext.PreemptVerb != "preempt" {
 				t.Errorf("urlPrefix/verbs = %q %q %q %q", ext.URLPrefix, ext.FilterVerb, ext.PrioritizeVerb, ext.PreemptVerb)
 			}
-			if !ext.NodeCacheCapable || !ext.Ignorable || !ext.EnableHTTPS || ext.Weight <= 0 || ext.HTTPTimeout.Duration <= 0 || ext.BindVerb != "" {
+			if !ext.NodeCacheCapable || !ext.Ignorable || !ext.EnableHTTPS || ext.HTTPTimeout.Duration <= 0 || ext.BindVerb != "" {
 				t.Errorf("extender = %+v", ext)
 			}
 			tc.check(t, &cfg)
@@ -135,8 +151,8 @@ func TestRenderDefaults(t *testing.T) {
 	if err := yaml.UnmarshalStrict(got, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if ext := cfg.Extenders[0]; ext.HTTPTimeout.Duration != DefaultHTTPTimeout || ext.Weight != DefaultWeight {
-		t.Errorf("timeout %s weight %d, want defaults %s %d", ext.HTTPTimeout.Duration, ext.Weight, DefaultHTTPTimeout, DefaultWeight)
+	if ext := cfg.Extenders[0]; ext.HTTPTimeout.Duration != DefaultHTTPTimeout {
+		t.Errorf("timeout %s, want the default %s", ext.HTTPTimeout.Duration, DefaultHTTPTimeout)
 	}
 	if cfg.ClientConnection.Kubeconfig != "" {
 		t.Errorf("kubeconfig = %q, want none", cfg.ClientConnection.Kubeconfig)
@@ -176,7 +192,8 @@ func TestRenderInvalid(t *testing.T) {
 		"CA is a key":             {opts: with(func(o *Options) { o.CAData = []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n") }), want: `"PRIVATE KEY"`},
 		"CA garbage cert":         {opts: with(func(o *Options) { o.CAData = []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n") }), want: "CA data:"},
 		"negative timeout":        {opts: with(func(o *Options) { o.HTTPTimeout = -time.Second }), want: "negative"},
-		"negative weight":         {opts: with(func(o *Options) { o.Weight = -1 }), want: "positive weight"},
+		"daemon resource native":  {opts: with(func(o *Options) { o.DaemonResource = "kubernetes.io/daemon" }), want: "not an extended resource name"},
+		"daemon resource no /":    {opts: with(func(o *Options) { o.DaemonResource = "daemon" }), want: "needs a domain"},
 		"client cert without key": {opts: with(func(o *Options) { o.ClientCertFile = "/c.crt" }), want: "both its file and its key file"},
 	}
 	if _, err := Render(ok); err != nil {

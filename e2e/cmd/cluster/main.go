@@ -33,7 +33,7 @@ const usage = `usage: cluster VERB [ARGS]
   start-everynode | stop-everynode
   start-replica N | stop-replica N
   restart-apiserver [SECONDS]
-  restart-scheduler [with-extender|without-extender]
+  restart-scheduler [with-extender|with-extender-for-every-pod|without-extender]
   restart-kcm [--FLAG=VALUE...]
   cert-mode self-signed|cert-manager|external-ca
   client-auth on|off
@@ -127,8 +127,10 @@ func run(ctx context.Context, args []string) error {
 		case "", "with-extender":
 		case "without-extender":
 			ext = cluster.WithoutExtender
+		case "with-extender-for-every-pod":
+			ext = cluster.WithExtenderForEveryPod
 		default:
-			return fmt.Errorf("usage: cluster restart-scheduler [with-extender|without-extender]")
+			return fmt.Errorf("usage: cluster restart-scheduler [with-extender|with-extender-for-every-pod|without-extender]")
 		}
 		return c.RestartScheduler(ctx, ext)
 	case "restart-kcm":
