@@ -16,6 +16,7 @@ import (
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/controller/pacing"
 	"everynode.io/everynode/controller/plan"
+	"everynode.io/everynode/placement"
 )
 
 // updateStatus computes the status and writes it through the status
@@ -29,6 +30,7 @@ func (c *Controller) updateStatus(ctx context.Context, v *plan.View) error {
 	report := plan.ComputeStatus(v)
 	status := report.Status
 	warnSkipped := plan.SetWebhooksSkipped(&status, ds, c.webhookSkipped[ds.Namespace], metav1.NewTime(v.Now))
+	warnGate := plan.SetReadinessGateInactive(&status, ds, placement.ReadinessGateMode(), metav1.NewTime(v.Now))
 	// What this kind never stores must not count as a change.
 	status = c.sets.project(status)
 	if report.AtRest {
@@ -66,6 +68,12 @@ func (c *Controller) updateStatus(ctx context.Context, v *plan.View) error {
 	if warnSkipped != nil && meta.FindStatusCondition(ds.Status.Conditions, everynodev1alpha1.ConditionWebhooksSkipped) == nil {
 		// Once, when the condition appears, not on every write.
 		c.recorder.Event(ds, corev1.EventTypeWarning, warnSkipped.Reason, warnSkipped.Message)
+	}
+	if warnGate != nil && meta.FindStatusCondition(ds.Status.Conditions, everynodev1alpha1.ConditionNodeReadinessGateInactive) == nil {
+		c.recorder.Event(ds, corev1.EventTypeWarning, warnGate.Reason, warnGate.Message)
+	}
+	if m := plan.MarkerNotIgnoredAppeared(&ds.Status, &status); m != nil {
+		c.recorder.Event(ds, corev1.EventTypeWarning, m.Reason, m.Message)
 	}
 	klog.FromContext(ctx).V(4).Info("Updated DaemonSet status", "daemonset", klog.KObj(ds),
 		"desired", status.DesiredNumberScheduled, "available", status.NumberAvailable, "updated", status.UpdatedNumberScheduled)

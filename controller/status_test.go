@@ -15,6 +15,7 @@ import (
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/controller/internal/testobj"
+	"everynode.io/everynode/placement"
 )
 
 var crashLooping = testobj.CrashLooping
@@ -29,6 +30,16 @@ func unschedulablePod(p *corev1.Pod) {
 	pending(p)
 	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+	})
+}
+
+// lacksMarker is a pod kube-scheduler left Pending because no node has
+// the daemon-pod marker: its configuration does not ignore it.
+func lacksMarker(p *corev1.Pod) {
+	pending(p)
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/2 nodes are available: 1 Insufficient everynode.io/daemon, 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
 	})
 }
 
@@ -142,6 +153,24 @@ func TestStatus(t *testing.T) {
 			},
 			want: want{desired: 2, current: 2, ready: 1, available: 1, unavailable: 1, updated: 2,
 				available_: "False/PodsPending", progressing: "False/PodsPending", message: "pods Pending (unschedulable): agent-node-1-"},
+		},
+		"the scheduler does not ignore the marker": {
+			nodes: 3,
+			node: func(i int, n *corev1.Node) {
+				if i == 2 {
+					n.Status.Conditions[0].Status = corev1.ConditionUnknown
+				}
+			},
+			pod: func(i int) []podOpt {
+				if i == 0 {
+					return []podOpt{}
+				}
+				return []podOpt{lacksMarker}
+			},
+			// Before NodesNotReady: it is the one that stops every pod.
+			want: want{desired: 3, current: 3, ready: 1, available: 1, unavailable: 2, updated: 3,
+				available_: "False/DaemonResourceNotIgnored", progressing: "False/DaemonResourceNotIgnored",
+				message: "does not ignore the daemon-pod marker resource"},
 		},
 		"old revision left by OnDelete": {
 			nodes: 3, oldOn: map[int]bool{0: true, 2: true},
@@ -309,6 +338,90 @@ func TestNodesExcludedCondition(t *testing.T) {
 	f.mustSync(ds)
 	if c := meta.FindStatusCondition(f.set(ds).Status.Conditions, everynodev1alpha1.ConditionNodesExcluded); c != nil {
 		t.Errorf("NodesExcluded %s %q after the taints went; want no condition", c.Status, c.Message)
+	}
+}
+
+// A scheduler that does not ignore the marker gets one Warning event that
+// says how to fix it, when it first shows, not on every sync.
+func TestMarkerNotIgnoredEvent(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 2)
+	ds := newSet("agent")
+	f.add(ds)
+	f.mustSync(ds)
+	f.syncCaches()
+	list, err := f.kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.(*corev1.PodList).Items {
+		p := list.(*corev1.PodList).Items[i].DeepCopy()
+		p.Status.Phase = corev1.PodPending
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+		lacksMarker(p)
+		f.update(p)
+	}
+	f.mustSync(ds)
+	f.syncCaches()
+	f.mustSync(ds)
+	var warnings []string
+	for _, e := range f.events() {
+		if strings.HasPrefix(e, "Warning "+everynodev1alpha1.ReasonDaemonResourceNotIgnored) {
+			warnings = append(warnings, e)
+		}
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "everynode scheduler-config") {
+		t.Errorf("events %q, want one Warning %s naming the fix", warnings, everynodev1alpha1.ReasonDaemonResourceNotIgnored)
+	}
+}
+
+// A set with nodeReadinessGate gets NodeReadinessGateInactive and one
+// Warning event where the installation cannot enforce the gate: the marker
+// on, no startup taint.
+func TestReadinessGateInactiveCondition(t *testing.T) {
+	tests := map[string]struct {
+		gate          bool
+		marker, taint string
+		want          bool
+	}{
+		"gate, marker":                {gate: true, marker: everynodev1alpha1.DefaultDaemonResource, want: true},
+		"gate, marker, startup taint": {gate: true, marker: everynodev1alpha1.DefaultDaemonResource, taint: "example.com/not-ready"},
+		"gate, no marker":             {gate: true},
+		"no gate, marker":             {marker: everynodev1alpha1.DefaultDaemonResource},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			placement.SetDaemonResource(tc.marker)
+			placement.SetStartupTaint(tc.taint)
+			t.Cleanup(func() { placement.SetDaemonResource(""); placement.SetStartupTaint("") })
+			f := newFixture(t)
+			addNodes(f, 1)
+			ds := newSet("agent")
+			ds.Spec.NodeReadinessGate = tc.gate
+			f.add(ds)
+			f.mustSync(ds)
+			f.syncCaches()
+			f.mustSync(ds)
+			c := meta.FindStatusCondition(f.set(ds).Status.Conditions, everynodev1alpha1.ConditionNodeReadinessGateInactive)
+			var warnings []string
+			for _, e := range f.events() {
+				if strings.HasPrefix(e, "Warning "+everynodev1alpha1.ReasonExtenderSeesDaemonPodsOnly) {
+					warnings = append(warnings, e)
+				}
+			}
+			if !tc.want {
+				if c != nil || len(warnings) > 0 {
+					t.Errorf("condition %+v, events %q; want none", c, warnings)
+				}
+				return
+			}
+			if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "--startup-taint") {
+				t.Fatalf("condition %+v, want True naming the startup taint", c)
+			}
+			if len(warnings) != 1 {
+				t.Errorf("events %q, want one Warning", warnings)
+			}
+		})
 	}
 }
 

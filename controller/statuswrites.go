@@ -112,6 +112,9 @@ var decisionReasons = map[string]bool{
 	everynodev1alpha1.ReasonRolledBack:               true,
 	everynodev1alpha1.ReasonProgressDeadlineExceeded: true,
 	everynodev1alpha1.ReasonInvalidUpdateStrategy:    true,
+	// Not a decision but a configuration error that stops every daemon
+	// pod: the user must read it now.
+	everynodev1alpha1.ReasonDaemonResourceNotIgnored: true,
 }
 
 func equalPtr[T comparable](a, b *T) bool {

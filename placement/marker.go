@@ -119,3 +119,44 @@ func namesInsufficient(msg, resource string) bool {
 		}
 	}
 }
+
+// GateMode is how spec.nodeReadinessGate keeps ordinary pods off a node
+// in this installation, from everynode serve's flags.
+type GateMode string
+
+const (
+	// GateStartupTaint: nodes register with the startup taint and the
+	// controller removes it (--startup-taint). Works with any scheduler.
+	GateStartupTaint GateMode = "startup-taint"
+	// GateExtender: the extender fails gated nodes for ordinary pods. Only
+	// without the marker, when kube-scheduler calls the extender for every
+	// pod, so every pod also waits for a hung everynode.
+	GateExtender GateMode = "extender"
+	// GateInactive: the marker is on and there is no startup taint, so
+	// kube-scheduler sends the extender daemon pods only and nothing holds
+	// ordinary pods back.
+	GateInactive GateMode = "inactive"
+)
+
+// ReadinessGateMode returns the gate mode that SetStartupTaint and
+// SetDaemonResource leave in effect.
+func ReadinessGateMode() GateMode {
+	switch {
+	case startupTaint != "":
+		return GateStartupTaint
+	case daemonResource != "":
+		return GateInactive
+	default:
+		return GateExtender
+	}
+}
+
+// GateInactiveMessage says why a set's nodeReadinessGate holds nothing
+// back in GateInactive mode, and what to do, for a webhook warning, a
+// condition and an event.
+func GateInactiveMessage() string {
+	return fmt.Sprintf("holds no pod back: everynode marks daemon pods with the resource %s (--daemon-resource) so that kube-scheduler "+
+		"calls its extender for daemon pods only, and ordinary pods never reach the gate; use the startup-taint gate "+
+		"(everynode serve --startup-taint, chart value startupTaint), or turn the marker off (--daemon-resource=\"\" and "+
+		"everynode scheduler-config --daemon-resource=\"\"), at the cost of every pod waiting for everynode when it hangs", daemonResource)
+}

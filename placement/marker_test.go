@@ -178,3 +178,28 @@ func TestUnschedulableForDaemonResource(t *testing.T) {
 		})
 	}
 }
+
+func TestReadinessGateMode(t *testing.T) {
+	t.Cleanup(func() { placement.SetStartupTaint(""); placement.SetDaemonResource("") })
+	cases := []struct {
+		taint, marker string
+		want          placement.GateMode
+	}{
+		{"", "", placement.GateExtender},
+		{"", "everynode.io/daemon", placement.GateInactive},
+		{"example.com/agents-not-ready", "", placement.GateStartupTaint},
+		{"example.com/agents-not-ready", "everynode.io/daemon", placement.GateStartupTaint},
+	}
+	for _, tc := range cases {
+		placement.SetStartupTaint(tc.taint)
+		placement.SetDaemonResource(tc.marker)
+		if got := placement.ReadinessGateMode(); got != tc.want {
+			t.Errorf("taint %q marker %q: mode %s, want %s", tc.taint, tc.marker, got, tc.want)
+		}
+	}
+	placement.SetStartupTaint("")
+	placement.SetDaemonResource("everynode.io/daemon")
+	if msg := placement.GateInactiveMessage(); !strings.Contains(msg, "everynode.io/daemon") || !strings.Contains(msg, "--startup-taint") {
+		t.Errorf("message %q names neither the marker nor the fix", msg)
+	}
+}

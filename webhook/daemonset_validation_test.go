@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // errorStrings renders errors as "Type field: detail" sorted, for tables.
@@ -425,9 +426,20 @@ func TestValidateDaemonSetStatusUpdate(t *testing.T) {
 func TestDaemonSetWarnings(t *testing.T) {
 	tests := map[string]struct {
 		change func(ds *everynodev1alpha1.DaemonSet)
+		// marker, if set, is everynode's --daemon-resource for the case.
+		marker string
 		want   []string // substrings, one per warning, in order
 	}{
-		"fluentd example has none": {change: func(*everynodev1alpha1.DaemonSet) {}},
+		"fluentd example has none":                 {change: func(*everynodev1alpha1.DaemonSet) {}},
+		"fluentd example has none with the marker": {change: func(*everynodev1alpha1.DaemonSet) {}, marker: "everynode.io/daemon"},
+		"readiness gate with the marker holds nothing": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				ds.Spec.NodeReadinessGate = true
+				ds.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{}
+			},
+			marker: "everynode.io/daemon",
+			want:   []string{"spec.nodeReadinessGate: holds no pod back: everynode marks daemon pods with the resource everynode.io/daemon"},
+		},
 		"hostPort with maxSurge": {
 			change: func(ds *everynodev1alpha1.DaemonSet) {
 				ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable, ds.Spec.UpdateStrategy.RollingUpdate.MaxSurge = intOrStr("0"), intOrStr("1")
@@ -504,6 +516,8 @@ func TestDaemonSetWarnings(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			placement.SetDaemonResource(tc.marker)
+			t.Cleanup(func() { placement.SetDaemonResource("") })
 			ds := validSet(t)
 			tc.change(ds)
 			errs, warnings := validateDaemonSet(ds, nil)

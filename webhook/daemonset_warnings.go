@@ -58,6 +58,9 @@ func daemonSetWarnings(ds *everynodev1alpha1.DaemonSet) []string {
 		warnings = append(warnings, fmt.Sprintf("%s: the set will run on node %q only; use nodeSelector or node affinity to choose nodes",
 			field.NewPath("spec", "template", "spec", "nodeName"), spec.Template.Spec.NodeName))
 	}
+	if spec.NodeReadinessGate && placement.ReadinessGateMode() == placement.GateInactive {
+		warnings = append(warnings, fmt.Sprintf("%s: %s", field.NewPath("spec", "nodeReadinessGate"), placement.GateInactiveMessage()))
+	}
 	if spec.NodeReadinessGate && !hasReadinessProbe(&spec.Template.Spec) {
 		warnings = append(warnings, fmt.Sprintf("%s: no container has a readinessProbe, so the gate opens as soon as the containers start, not when the daemon is ready",
 			field.NewPath("spec", "nodeReadinessGate")))

@@ -16,7 +16,10 @@ import (
 type trouble int
 
 const (
-	troubleNodeNotReady trouble = iota
+	// troubleMarkerNotIgnored comes first: no daemon pod of any set
+	// schedules until kube-scheduler's configuration is fixed.
+	troubleMarkerNotIgnored trouble = iota
+	troubleNodeNotReady
 	troubleCrashLoop
 	troubleImagePull
 	troubleFailed
@@ -35,15 +38,23 @@ var troubleInfo = [numTroubles]struct {
 	reason, what string
 	nodes        bool // names are nodes, not pods
 }{
-	troubleNodeNotReady: {everynodev1alpha1.ReasonNodesNotReady, "nodes NotReady", true},
-	troubleCrashLoop:    {everynodev1alpha1.ReasonPodsCrashLooping, "pods in CrashLoopBackOff", false},
-	troubleImagePull:    {everynodev1alpha1.ReasonImagePullBackOff, "pods unable to pull their image", false},
-	troubleFailed:       {everynodev1alpha1.ReasonPodsFailed, "pods Failed", false},
-	troublePending:      {everynodev1alpha1.ReasonPodsPending, "pods Pending (unschedulable)", false},
-	troubleNotReady:     {everynodev1alpha1.ReasonPodsNotReady, "pods not Ready", false},
-	troubleMinReady:     {everynodev1alpha1.ReasonMinReadySeconds, "pods Ready for less than minReadySeconds", false},
-	troubleMissing:      {everynodev1alpha1.ReasonPodsMissing, "nodes without a pod yet", true},
+	troubleMarkerNotIgnored: {everynodev1alpha1.ReasonDaemonResourceNotIgnored, markerNotIgnoredWhat, false},
+	troubleNodeNotReady:     {everynodev1alpha1.ReasonNodesNotReady, "nodes NotReady", true},
+	troubleCrashLoop:        {everynodev1alpha1.ReasonPodsCrashLooping, "pods in CrashLoopBackOff", false},
+	troubleImagePull:        {everynodev1alpha1.ReasonImagePullBackOff, "pods unable to pull their image", false},
+	troubleFailed:           {everynodev1alpha1.ReasonPodsFailed, "pods Failed", false},
+	troublePending:          {everynodev1alpha1.ReasonPodsPending, "pods Pending (unschedulable)", false},
+	troubleNotReady:         {everynodev1alpha1.ReasonPodsNotReady, "pods not Ready", false},
+	troubleMinReady:         {everynodev1alpha1.ReasonMinReadySeconds, "pods Ready for less than minReadySeconds", false},
+	troubleMissing:          {everynodev1alpha1.ReasonPodsMissing, "nodes without a pod yet", true},
 }
+
+// markerNotIgnoredWhat is the marker trouble's part of a condition
+// message: what is wrong and the fix, since nothing else will tell.
+const markerNotIgnoredWhat = "pods Pending because kube-scheduler does not ignore the daemon-pod marker resource " +
+	"(everynode serve --daemon-resource; \"Insufficient\" in the pods' PodScheduled condition): give the scheduler's everynode extender entry " +
+	"managedResources [{name: <the resource>, ignoredByScheduler: true}] (regenerate it with `everynode scheduler-config`) and restart it, " +
+	"or run everynode with --daemon-resource=\"\" and delete these pods, which the controller then makes again without the marker"
 
 // maxNamedInMessage is how many names a condition message lists per
 // trouble; the rest are counted.
@@ -111,6 +122,8 @@ func (ts *troubles) summary() string {
 // is not available.
 func classify(node *corev1.Node, pod *corev1.Pod, ready bool) trouble {
 	switch {
+	case placement.UnschedulableForDaemonResource(pod, markerName()):
+		return troubleMarkerNotIgnored
 	case node != nil && !NodeReady(node):
 		return troubleNodeNotReady
 	case pod.Status.Phase == corev1.PodFailed:
@@ -136,6 +149,16 @@ func classify(node *corev1.Node, pod *corev1.Pod, ready bool) trouble {
 		return troubleMinReady
 	}
 	return troubleNotReady
+}
+
+// markerName is the daemon-pod marker resource a Pending pod may lack: the
+// installation's, or with the marker now off the default one, which the
+// pods made before it was turned off still request.
+func markerName() string {
+	if name := placement.DaemonResource(); name != "" {
+		return name
+	}
+	return everynodev1alpha1.DefaultDaemonResource
 }
 
 // waitingReason returns the first waiting reason among the pod's

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 	"everynode.io/everynode/placement/revision"
 )
 
@@ -324,6 +325,42 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, t *tally, pol *
 		if s := ts.summary(); s != "" {
 			c.Message += "; waiting for " + s
 		}
+	}
+	return c
+}
+
+// SetReadinessGateInactive sets or removes the NodeReadinessGateInactive
+// condition in st: True when ds asks for spec.nodeReadinessGate and mode
+// (placement.ReadinessGateMode) cannot enforce it. It returns the
+// condition when set.
+func SetReadinessGateInactive(st *everynodev1alpha1.DaemonSetStatus, ds *everynodev1alpha1.DaemonSet, mode placement.GateMode, now metav1.Time) *metav1.Condition {
+	if !ds.Spec.NodeReadinessGate || mode != placement.GateInactive {
+		meta.RemoveStatusCondition(&st.Conditions, everynodev1alpha1.ConditionNodeReadinessGateInactive)
+		return nil
+	}
+	c := metav1.Condition{
+		Type:               everynodev1alpha1.ConditionNodeReadinessGateInactive,
+		Status:             metav1.ConditionTrue,
+		ObservedGeneration: st.ObservedGeneration,
+		LastTransitionTime: now,
+		Reason:             everynodev1alpha1.ReasonExtenderSeesDaemonPodsOnly,
+		Message:            "spec.nodeReadinessGate " + placement.GateInactiveMessage(),
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+	return &c
+}
+
+// MarkerNotIgnoredAppeared returns cur's Available condition when it
+// reports that kube-scheduler does not ignore the daemon-pod marker and
+// old's did not: the moment for a Warning event, once, not on every
+// write.
+func MarkerNotIgnoredAppeared(old, cur *everynodev1alpha1.DaemonSetStatus) *metav1.Condition {
+	c := meta.FindStatusCondition(cur.Conditions, everynodev1alpha1.ConditionAvailable)
+	if c == nil || c.Reason != everynodev1alpha1.ReasonDaemonResourceNotIgnored {
+		return nil
+	}
+	if o := meta.FindStatusCondition(old.Conditions, everynodev1alpha1.ConditionAvailable); o != nil && o.Reason == c.Reason {
+		return nil
 	}
 	return c
 }

@@ -120,6 +120,13 @@ const (
 	// message what that means. It is absent otherwise. The CRD's schema
 	// defaults and CEL rules hold there all the same.
 	ConditionWebhooksSkipped = "WebhooksSkipped"
+	// ConditionNodeReadinessGateInactive is True when the set asks for
+	// spec.nodeReadinessGate but the installation cannot enforce it: the
+	// daemon-pod marker is on (everynode serve --daemon-resource), so
+	// kube-scheduler sends the extender daemon pods only, and there is no
+	// startup taint (--startup-taint). Its message says what to change. It
+	// is absent otherwise.
+	ConditionNodeReadinessGateInactive = "NodeReadinessGateInactive"
 )
 
 // Reasons of the Progressing and Available conditions. They are API: users,
@@ -163,9 +170,21 @@ const (
 	// lives, and refuses per pod one that does not apply); also the
 	// reason of the Warning event recorded when the condition appears.
 	ReasonNodeOverridesUnchecked = "NodeOverridesUnchecked"
+	// ReasonExtenderSeesDaemonPodsOnly: NodeReadinessGateInactive is True;
+	// also the reason of the Warning event recorded when it appears.
+	ReasonExtenderSeesDaemonPodsOnly = "ExtenderSeesDaemonPodsOnly"
+	// ReasonDaemonResourceNotIgnored: Available (and Progressing) are False
+	// because kube-scheduler leaves daemon pods Pending for want of the
+	// daemon-pod marker resource ("Insufficient everynode.io/daemon"): its
+	// configuration does not list the resource in the extender's
+	// managedResources with ignoredByScheduler. The most telling reason of
+	// all, since no daemon pod schedules until it is fixed; also the reason
+	// of the Warning event recorded when it appears.
+	ReasonDaemonResourceNotIgnored = "DaemonResourceNotIgnored"
 
 	// Reasons of a condition that is False (or of a rollout that waits),
-	// from the most to the least telling.
+	// from the most to the least telling (ReasonDaemonResourceNotIgnored
+	// before them all).
 	ReasonNodesNotReady    = "NodesNotReady"
 	ReasonPodsCrashLooping = "PodsCrashLooping"
 	ReasonImagePullBackOff = "ImagePullBackOff"
