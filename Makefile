@@ -88,6 +88,10 @@ bench-churn: tools build ## Nodes join while one of ten sets rolls: per-node wai
 bench-inplace: tools build ## The image update in place (with and without its gate) against upstream's recreate (NODES=1000)
 	KWOK_START_DELAY=$${KWOK_START_DELAY:-1} BENCH_ARGS="--scenario=inplace $(BENCH_ARGS)" e2e/hack/bench.sh
 
+.PHONY: bench-hang
+bench-hang: tools build ## Plain pods with everynode up, hung (SIGSTOP) and with no extender (NODES=3)
+	NODES=$${NODES:-3} BENCH_ARGS="--scenario=hang $(BENCH_ARGS)" e2e/hack/bench.sh
+
 .PHONY: bench-takeover
 bench-takeover: tools build ## One apps/v1 set by kube-controller-manager and by everynode --takeover, alternated (NODES=1000)
 	BENCH_ARGS="--scenario=takeover $(BENCH_ARGS)" e2e/hack/bench.sh

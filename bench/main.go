@@ -42,7 +42,8 @@ type config struct {
 	phaseTimeout                       time.Duration
 	dry                                bool
 	// scenario is "rounds" (rollout, updates, join waves), "churn"
-	// (churn.go) or "inplace" (inplace.go).
+	// (churn.go), "inplace" (inplace.go), "takeover" (takeover.go) or
+	// "hang" (hang.go).
 	scenario string
 	// inPlaceVariants are the keys of the in-place scenario's variants to
 	// run (inplace.go), all when empty.
@@ -118,21 +119,21 @@ func main() {
 	flag.StringVar(&c.everynodeMetrics, "everynode-metrics", "http://127.0.0.1:28080/metrics", "everynode's /metrics")
 	flag.StringVar(&c.schedulerMetrics, "scheduler-metrics", "", "kube-scheduler's /metrics (https, client cert)")
 	flag.StringVar(&c.noExtenderMetrics, "no-extender-scheduler-metrics", "", "/metrics of a second kube-scheduler without extender, serving schedulerName no-extender (https); empty: no scheduler phase")
-	flag.IntVar(&c.schedPods, "sched-pods", 0, "plain pods per scheduler-phase run (0: as many as nodes)")
+	flag.IntVar(&c.schedPods, "sched-pods", 0, "plain pods per scheduler-phase run (0: as many as nodes; --scenario=hang: at least 50)")
 	flag.StringVar(&c.clientCert, "client-cert", "", "client certificate for kube-scheduler's /metrics")
 	flag.StringVar(&c.clientKey, "client-key", "", "client key for kube-scheduler's /metrics")
 	flag.StringVar(&c.auditLog, "audit-log", "", "kube-apiserver audit log (requests per client)")
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.BoolVar(&c.dry, "dry", false, "check the setup and exit")
-	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "inplace": the image update in place against upstream's recreate (inplace.go); "takeover": one apps/v1 set by kube-controller-manager and by everynode --takeover (takeover.go)`)
+	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "inplace": the image update in place against upstream's recreate (inplace.go); "takeover": one apps/v1 set by kube-controller-manager and by everynode --takeover (takeover.go); "hang": a burst of plain pods with everynode up, hung (SIGSTOP) and with no extender (hang.go)`)
 	flag.StringVar(&c.inPlaceVariants, "inplace-variants", "", "with --scenario=inplace: the variants to run, comma separated (upstream, gate, nogate; upstream-1 and recreate-1, maxUnavailable 1 over the first 100 nodes, run only when named); empty: upstream, gate, nogate")
 	flag.StringVar(&c.profileDir, "profile-joins", "", "directory for CPU profiles of every process over each join wave (a diagnostic: off by default)")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 3, "length of each join wave's CPU profiles, from the wave's first node create")
 	flag.Var(&c.profileURLs, "profile-url", "another process to profile over the join waves, as name=base URL of its /debug/pprof (repeatable)")
 	flag.Parse()
 
-	if c.scenario != "rounds" && c.scenario != "churn" && c.scenario != "inplace" && c.scenario != "takeover" {
-		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\", \"inplace\" or \"takeover\"\n", c.scenario)
+	if !slices.Contains([]string{"rounds", "churn", "inplace", "takeover", "hang"}, c.scenario) {
+		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\", \"inplace\", \"takeover\" or \"hang\"\n", c.scenario)
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -253,6 +254,24 @@ func run(ctx context.Context, c config) error {
 			done := c
 			done.rounds = r
 			md, err := writeTakeoverReport(done, runs, start)
+			if err != nil {
+				return err
+			}
+			logf("round %d of %d written to %s", r, c.rounds, md)
+		}
+		return nil
+	}
+	if c.scenario == "hang" {
+		var runs []*hangResult
+		for r := 1; r <= c.rounds; r++ {
+			res, err := b.hangRound(ctx, r)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, res...)
+			done := c
+			done.rounds = r
+			md, err := writeHangReport(done, runs, start)
 			if err != nil {
 				return err
 			}
