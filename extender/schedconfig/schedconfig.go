@@ -44,11 +44,11 @@ const (
 	// everynode refuses the connection at once, a hung one is waited for
 	// this long, for every pod the extender is called for, one pod at a
 	// time, before kube-scheduler ignores the (ignorable) extender. The
-	// extender answers in milliseconds (its p99 under load is a few), so a
-	// second leaves hundreds of times that, and ten CFS quota periods of a
-	// throttled pod, while a hang costs each daemon pod a fifth of
-	// kube-scheduler's own default (5 s). A call cut short loses nothing
-	// the webhook's pin and the controller's count do not guarantee.
+	// extender answers in milliseconds, so a second leaves it hundreds of
+	// times that and several CFS quota periods of a throttled pod, while a
+	// hang costs each daemon pod a fifth of kube-scheduler's own default.
+	// A call cut short loses nothing the webhook's pin and the controller's
+	// count do not guarantee.
 	DefaultHTTPTimeout = time.Second
 )
 
