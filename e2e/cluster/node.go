@@ -119,6 +119,9 @@ func (c *Cluster) StartRealNode(ctx context.Context) error {
 	if err := c.StopRealNode(ctx); err != nil {
 		return err
 	}
+	if _, err := net.InterfaceByName(RealNodeBridge); err == nil {
+		return fmt.Errorf("no real node: the bridge %s is there already, another cluster's real node may run (one at a time: make cluster-down, or CLUSTER_NAME=... e2e/hack/cluster.sh down)", RealNodeBridge)
+	}
 	for _, d := range []string{"bin", "images", "cni/net.d", "cni/ipam", "containerd/root", "containerd/state", "kubelet", "pki"} {
 		if err := os.MkdirAll(c.nodePath(d), 0o755); err != nil {
 			return err
@@ -210,6 +213,12 @@ func (c *Cluster) makeBridge(ctx context.Context) error {
 // mounts, network namespaces, the bridge and the node's folder. A node
 // that is not there is not an error.
 func (c *Cluster) StopRealNode(ctx context.Context) error {
+	// The bridge, kube-proxy's rules and the kubelet's port are the host's:
+	// only the cluster whose folder holds a node may take them down (the
+	// bench's and conformance's clusters stop beside it).
+	if _, err := os.Stat(c.NodeDir()); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	var errs []error
 	errs = append(errs, stopPIDFile(c.nodePath("kube-proxy.pid")))
 	if _, err := os.Stat(c.Tool("kube-proxy")); err == nil {

@@ -63,6 +63,13 @@ func TestHelmInstall(t *testing.T) {
 	if ip, err := netip.ParseAddr(real.Status.PodIP); err != nil || !prefix.Contains(ip) {
 		t.Errorf("the real node's daemon pod has IP %q, want one in %s", real.Status.PodIP, prefix)
 	}
+	// The daemon-pod marker (issue 54): kube-scheduler ignores it, and the
+	// kubelet admits a pod that requests an extended resource its node
+	// does not advertise (it drops the request before its fit check).
+	marker := corev1.ResourceName(everynodev1alpha1.DefaultDaemonResource)
+	if q := real.Spec.Containers[0].Resources.Requests[marker]; q.Value() != 1 {
+		t.Errorf("the real node's daemon pod requests %s of %s, want 1 (the marker)", q.String(), marker)
+	}
 	t.Logf("the set runs on %d nodes; the real node's pod %s at %s", len(got), real.Name, real.Status.PodIP)
 }
 
