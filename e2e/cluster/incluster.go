@@ -46,14 +46,21 @@ func (c *Cluster) installOnRealNode(ctx context.Context) error {
 		return fmt.Errorf("%w\n%s", err, c.describeEverynodePods(ctx))
 	}
 	fmt.Fprintf(c.Log, "chart installed, everynode's Deployment Ready in %s\n", time.Since(start).Round(100*time.Millisecond))
+	if _, err := c.update(func(s *Settings) { s.CertMode = CertSelfSigned }); err != nil {
+		return err
+	}
 	return c.RestartScheduler(ctx, WithExtender)
 }
 
 // serviceEndpoint is the extender behind the chart's Service: its
 // ClusterIP (kube-proxy's rules on this host lead to the pods), the
-// certificate's name, and the self-signed CA from the Secret
-// <release>-ca.
+// certificate's name, and the CA of the cert mode: everynode's own from
+// the Secret <release>-ca, or cert-manager's from <release>-tls.
 func (c *Cluster) serviceEndpoint(ctx context.Context) (endpoint, error) {
+	s, err := c.Settings()
+	if err != nil {
+		return endpoint{}, err
+	}
 	kube, err := c.Client()
 	if err != nil {
 		return endpoint{}, err
@@ -67,7 +74,46 @@ func (c *Cluster) serviceEndpoint(ctx context.Context) (endpoint, error) {
 		CAFile:     c.path("self-signed-ca-bundle.crt"),
 		ServerName: fmt.Sprintf("%s.%s.svc", c.Release, c.Namespace),
 	}
-	return ep, c.secretToFile(ctx, c.Release+"-ca", "ca-bundle.crt", ep.CAFile)
+	secret, key := c.Release+"-ca", "ca-bundle.crt"
+	if s.CertMode == CertManager {
+		ep.CAFile, secret, key = c.certManagerFile("ca.crt"), c.Release+"-tls", "ca.crt"
+	}
+	return ep, c.secretToFile(ctx, secret, key, ep.CAFile)
+}
+
+// setCertModeInCluster switches the chart on the real node between its
+// self-signed certificates and cert-manager's (run on this host, as
+// SetCertMode's), with helm upgrade as a user would, then points
+// kube-scheduler at the mode's CA. The Deployment rolls to mount the new
+// Secret.
+func (c *Cluster) setCertModeInCluster(ctx context.Context, mode CertMode) error {
+	chart := filepath.Join(c.Root, "charts", "everynode")
+	upgrade := func(certManager bool) error {
+		return c.run(ctx, true, c.Tool("helm"), "upgrade", c.Release, chart, "--namespace", c.Namespace, "--kubeconfig", c.Kubeconfig(),
+			"--reuse-values", "--set", fmt.Sprintf("certManager.enabled=%v", certManager), "--wait", "--timeout", "3m")
+	}
+	switch mode {
+	case CertManager:
+		if err := c.startCertManager(ctx); err != nil {
+			return err
+		}
+		if err := upgrade(true); err != nil {
+			return err
+		}
+	case CertSelfSigned:
+		if err := upgrade(false); err != nil {
+			return err
+		}
+		if err := c.stopCertManager(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("cert mode %q: the real node's chart is self-signed or cert-manager's", mode)
+	}
+	if _, err := c.update(func(s *Settings) { s.CertMode = mode }); err != nil {
+		return err
+	}
+	return c.RestartScheduler(ctx, WithExtender)
 }
 
 // describeEverynodePods says where everynode's pods are, for an install

@@ -29,6 +29,11 @@ import (
 //   - CertExternalCA: back to the harness's CA, which must win the
 //     caBundle fields from everynode or cert-manager's cainjector.
 func (c *Cluster) SetCertMode(ctx context.Context, mode CertMode) error {
+	if s, err := c.Settings(); err != nil {
+		return err
+	} else if s.RealNode {
+		return c.setCertModeInCluster(ctx, mode)
+	}
 	if err := c.StopEverynode(); err != nil {
 		return err
 	}

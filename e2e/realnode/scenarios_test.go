@@ -1,6 +1,8 @@
 package realnode
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -323,6 +325,66 @@ func goneAll(t *testing.T, pods []string) {
 		}
 		return len(left) == 0, fmt.Sprintf("%v still there", left), nil
 	})
+}
+
+// The chart's cert-manager mode on the real node (and back): helm upgrade
+// with certManager.enabled rolls the Deployment onto cert-manager's
+// certificate, which both replicas then serve; the webhooks (admissions
+// through the Service) and the extender (kube-scheduler, given
+// cert-manager's CA) work with it.
+func TestCertManagerMode(t *testing.T) {
+	step(t, harness.SetCertMode(bg, cluster.CertManager))
+	t.Cleanup(func() { step(t, harness.SetCertMode(bg, cluster.CertSelfSigned)) })
+	secret, err := kube.CoreV1().Secrets(harness.Namespace).Get(bg, harness.Release+"-tls", metav1.GetOptions{})
+	step(t, err)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(secret.Data["ca.crt"]) {
+		t.Fatalf("the Secret %s-tls has no CA", harness.Release)
+	}
+	serverName := fmt.Sprintf("%s.%s.svc", harness.Release, harness.Namespace)
+	eventually(t, settle, "both replicas serving cert-manager's certificate", func() (bool, string, error) {
+		var serving []string
+		for _, p := range everynodePods(t) {
+			conn, err := tls.Dial("tcp", p.Status.PodIP+":8443", &tls.Config{RootCAs: pool, ServerName: serverName})
+			if err != nil {
+				continue
+			}
+			conn.Close()
+			if podCondition(&p, corev1.PodReady) == corev1.ConditionTrue {
+				serving = append(serving, p.Name)
+			}
+		}
+		return len(serving) == 2, fmt.Sprintf("%v verified with cert-manager's CA", serving), nil
+	})
+
+	ns := newNamespace(t)
+	load := startAdmissionLoad(t, ns, 20)
+	before := extenderCalls(t)
+	createSet(t, testDaemonSet(ns, "agent", "v1"))
+	rolledOut(t, ns, "agent", "v1")
+	load.finish(t, 20)
+	if calls := extenderCalls(t) - before; calls < 3 {
+		t.Errorf("the extender answered %.0f filter calls for the set's 3 pods; kube-scheduler should reach it with cert-manager's CA", calls)
+	}
+}
+
+// extenderCalls sums everynode_extender_requests_total of the filter verb
+// answered 200, over both replicas.
+func extenderCalls(t *testing.T) float64 {
+	t.Helper()
+	var sum float64
+	for _, p := range everynodePods(t) {
+		body, err := podMetrics(&p)
+		step(t, err)
+		for _, line := range strings.Split(body, "\n") {
+			if rest, ok := strings.CutPrefix(line, `everynode_extender_requests_total{code="200",verb="filter"} `); ok {
+				var v float64
+				fmt.Sscan(rest, &v)
+				sum += v
+			}
+		}
+	}
+	return sum
 }
 
 // Scenario 6: the startup-taint readiness gate on the real node. everynode
