@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,11 @@ func (c *Cluster) installOnRealNode(ctx context.Context) error {
 		"--set", "image.repository=" + EverynodeImage,
 		"--set", "image.tag=" + EverynodeE2ETag,
 		"--set", `nodeSelector.kubernetes\.io/hostname=` + RealNodeName,
+		// The chart's second scheduler, when a scenario turns it on: the
+		// image built here, on the real node too.
+		"--set", "scheduler.image.repository=" + strings.Split(SchedulerImage, ":")[0],
+		"--set", "scheduler.image.tag=" + strings.Split(SchedulerImage, ":")[1],
+		"--set", `scheduler.nodeSelector.kubernetes\.io/hostname=` + RealNodeName,
 		"--wait", "--timeout", "3m"}, s.HelmArgs...)
 	if err := c.run(ctx, true, argv...); err != nil {
 		return fmt.Errorf("%w\n%s", err, c.describeEverynodePods(ctx))

@@ -51,12 +51,19 @@ const (
 	RealNodeServiceCIDR = "198.18.20.0/24"
 	// RealNodeAPIServiceIP is the kubernetes Service's ClusterIP.
 	RealNodeAPIServiceIP = "198.18.20.1"
+	// RealNodeDNSServiceIP is the cluster DNS's ClusterIP (the kube-dns
+	// Service), the kubelet's clusterDNS.
+	RealNodeDNSServiceIP = "198.18.20.10"
 )
 
 // Images the real node runs, all built here (images.go) and imported into
 // containerd: nothing is pulled.
 const (
-	PauseImage        = "everynode.test/pause:1"
+	PauseImage   = "everynode.test/pause:1"
+	CoreDNSImage = "everynode.test/coredns:1.15.0"
+	// SchedulerImage is kube-scheduler at the control plane's version, for
+	// the chart's second scheduler (scheduler.enabled).
+	SchedulerImage    = "everynode.test/kube-scheduler:v1.37.2"
 	TestDaemonImage   = "everynode.test/testdaemon" // tags v1 and v2
 	EverynodeImage    = "ghcr.io/everynode/everynode"
 	EverynodeE2ETag   = "e2e"
@@ -85,7 +92,7 @@ func (c *Cluster) realNodeMissing() string {
 			return tool + " is not installed (apt-get install runc iptables conntrack)"
 		}
 	}
-	for _, tool := range []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "bridge", "host-local", "loopback"} {
+	for _, tool := range []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "bridge", "host-local", "loopback", "coredns", "kube-scheduler-static"} {
 		if _, err := os.Stat(c.Tool(tool)); err != nil {
 			return tool + " is not built (e2e/hack/tools.sh)"
 		}
@@ -170,8 +177,27 @@ func (c *Cluster) StartRealNode(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w\nkubelet's log:\n%s", err, tail(filepath.Join(c.Logs(), "kubelet.log"), 40))
 	}
+	if err := c.startClusterDNS(ctx); err != nil {
+		return err
+	}
 	fmt.Fprintf(c.Log, "real node %s Ready in %s (kubelet, containerd, kube-proxy; logs in %s)\n", RealNodeName, time.Since(start).Round(100*time.Millisecond), c.Logs())
 	return nil
+}
+
+// startClusterDNS runs the cluster DNS as a user's cluster has it: CoreDNS
+// in kube-system on the real node behind the kube-dns Service, so pods
+// there resolve Services by name (the chart's second scheduler calls the
+// extender at everynode's). It answers for cluster.local only.
+func (c *Cluster) startClusterDNS(ctx context.Context) error {
+	file := c.nodePath("coredns.yaml")
+	if err := os.WriteFile(file, []byte(clusterDNSManifests()), 0o644); err != nil {
+		return err
+	}
+	if err := c.run(ctx, true, c.Tool("kubectl"), "--kubeconfig", c.Kubeconfig(), "apply", "--server-side", "-f", file); err != nil {
+		return err
+	}
+	return c.run(ctx, true, c.Tool("kubectl"), "--kubeconfig", c.Kubeconfig(), "-n", "kube-system",
+		"rollout", "status", "deployment/coredns", "--timeout", "2m")
 }
 
 // startNodeProcess starts one of the node's processes, known by the pid
@@ -336,6 +362,8 @@ func (c *Cluster) BuildImages(ctx context.Context, tag string) error {
 		{Tag: TestDaemonImage + ":v1", Binary: filepath.Join(bins, "testdaemon"), Path: "/testdaemon", User: "65532:65532", Env: []string{"VERSION=v1"}},
 		{Tag: TestDaemonImage + ":v2", Binary: filepath.Join(bins, "testdaemon"), Path: "/testdaemon", User: "65532:65532", Env: []string{"VERSION=v2"}},
 		images.Everynode(filepath.Join(bins, "everynode"), EverynodeImage+":"+tag),
+		{Tag: CoreDNSImage, Binary: c.Tool("coredns"), Path: "/coredns", User: "65532:65532"},
+		{Tag: SchedulerImage, Binary: c.Tool("kube-scheduler-static"), Path: "/usr/local/bin/kube-scheduler", User: "65532:65532"},
 	}
 	for _, s := range specs {
 		if err := c.ImportImage(ctx, s); err != nil {

@@ -103,7 +103,9 @@ evictionHard:
 maxPods: 110
 podPidsLimit: 4096
 shutdownGracePeriod: 0s
-`, RealNodeIP, clientCAFile, c.containerdSocket(), c.containerdSocket())
+clusterDNS: [%s]
+clusterDomain: cluster.local
+`, RealNodeIP, clientCAFile, c.containerdSocket(), c.containerdSocket(), RealNodeDNSServiceIP)
 }
 
 // kubeProxyConfig is kube-proxy in iptables mode on the real node. It
@@ -127,4 +129,96 @@ conntrack:
   maxPerCore: 0
   min: 0
 `, c.nodePath("kube-proxy.kubeconfig"), RealNodeName, RealNodeIP, RealNodePodCIDR, RealNodeIP)
+}
+
+// clusterDNSManifests are CoreDNS's objects, as a cluster's own DNS add-on
+// has them: its RBAC (read Services, EndpointSlices, Namespaces), its
+// Corefile (cluster.local only, nothing forwarded: a name outside the
+// cluster gets no answer and no query leaves the machine), a Deployment
+// on the real node listening on 1053 (it runs as non-root), and the
+// kube-dns Service at RealNodeDNSServiceIP on port 53.
+func clusterDNSManifests() string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: ServiceAccount
+metadata: {name: coredns, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "system:coredns"}
+rules:
+- apiGroups: [""]
+  resources: [services, namespaces]
+  verbs: [list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "system:coredns"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:coredns"}
+subjects: [{kind: ServiceAccount, name: coredns, namespace: kube-system}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coredns, namespace: kube-system}
+data:
+  Corefile: |
+    cluster.local:1053 in-addr.arpa:1053 ip6.arpa:1053 {
+        errors
+        health :8080
+        ready :8181
+        kubernetes cluster.local in-addr.arpa ip6.arpa
+        cache 30
+        loadbalance
+    }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: coredns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {k8s-app: kube-dns}}
+  template:
+    metadata: {labels: {k8s-app: kube-dns}}
+    spec:
+      serviceAccountName: coredns
+      dnsPolicy: Default
+      nodeSelector: {kubernetes.io/hostname: %s}
+      containers:
+      - name: coredns
+        image: %s
+        imagePullPolicy: IfNotPresent
+        args: ["-conf", "/etc/coredns/Corefile"]
+        ports:
+        - {name: dns, containerPort: 1053, protocol: UDP}
+        - {name: dns-tcp, containerPort: 1053, protocol: TCP}
+        readinessProbe:
+          httpGet: {path: /ready, port: 8181}
+          periodSeconds: 2
+        livenessProbe:
+          httpGet: {path: /health, port: 8080}
+        securityContext:
+          allowPrivilegeEscalation: false
+          readOnlyRootFilesystem: true
+          capabilities: {drop: [ALL]}
+        resources:
+          limits: {memory: 128Mi}
+          requests: {cpu: 50m, memory: 32Mi}
+        volumeMounts:
+        - {name: config, mountPath: /etc/coredns, readOnly: true}
+      volumes:
+      - name: config
+        configMap: {name: coredns}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  clusterIP: %s
+  selector: {k8s-app: kube-dns}
+  ports:
+  - {name: dns, port: 53, targetPort: 1053, protocol: UDP}
+  - {name: dns-tcp, port: 53, targetPort: 1053, protocol: TCP}
+`, RealNodeName, CoreDNSImage, RealNodeDNSServiceIP)
 }

@@ -28,13 +28,14 @@ CERT_MANAGER_VERSION=v1.21.2
 # Prometheus' Go module v0.316.0 is its release v3.16.0.
 PROMETHEUS_VERSION=3.16.0
 
-# build <module dir under e2e/tools> <message> <ldflags> <binary names> -- <packages>
+# build <module dir under e2e/tools>[:<group>] <message> <ldflags> <binary names> -- <packages>
 # GO_BUILD is the go command that builds; (go test -c) compiles the
-# packages' tests instead, into <package>.test.
+# packages' tests instead, into <package>.test. A group is a second set of
+# binaries of one module (built another way), with a stamp of its own.
 GO_BUILD=(go build)
 build() {
-  local mod="$1" msg="$2" ldflags="$3"; shift 3
-  local bins=() dir="$TOOLS/$mod" stamp="$BIN/.$mod.stamp"
+  local mod="${1%%:*}" group="${1##*:}" msg="$2" ldflags="$3"; shift 3
+  local bins=() dir="$TOOLS/$mod" stamp="$BIN/.$group.stamp"
   while [[ "$1" != "--" ]]; do bins+=("$1"); shift; done
   shift
 
@@ -46,7 +47,7 @@ build() {
   local b missing=
   for b in "${bins[@]}"; do [[ -x "$BIN/$b" ]] || missing=1; done
   if [[ -z "$missing" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-    echo "$mod tools up to date"
+    echo "$group tools up to date"
     return
   fi
 
@@ -57,7 +58,7 @@ build() {
   # stamping would need git at build time and relink on every commit.
   (cd "$dir" && "${GO_BUILD[@]}" -buildvcs=false -ldflags "$ldflags" -o "$BIN/" "$@")
   echo "$want" >"$stamp"
-  echo "built $mod tools (${bins[*]}) in $((SECONDS - start))s"
+  echo "built $group tools (${bins[*]}) in $((SECONDS - start))s"
 }
 
 # The upstream e2e suite at the control plane's version, for `make
@@ -129,6 +130,20 @@ build kubenode "kubelet and kube-proxy (first time takes ~2 min after the kube t
   kubelet kube-proxy -- \
   k8s.io/kubernetes/cmd/kubelet \
   k8s.io/kubernetes/cmd/kube-proxy
+
+# Images of the real node (e2e/cluster/node.go) need static binaries: the
+# chart's second kube-scheduler (its -o renames it, so it does not replace
+# the host's), and the cluster DNS, CoreDNS with a few plugins
+# (e2e/tools/dns). CGO off makes their packages a build of their own.
+CGO_ENABLED=0 build kubenode:kubeimage "a static kube-scheduler for its image (first time takes ~3-5 min)" \
+  "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION \
+   -X k8s.io/component-base/version.gitMajor=1 \
+   -X k8s.io/component-base/version.gitMinor=37" \
+  kube-scheduler-static -- \
+  -o "$BIN/kube-scheduler-static" k8s.io/kubernetes/cmd/kube-scheduler
+CGO_ENABLED=0 build dns "CoreDNS for the real node's cluster DNS (first time takes ~2 min)" \
+  "-s -w" \
+  coredns -- ./cmd/coredns
 
 # The real node's runtime: containerd with its runc shim and ctr, and the
 # CNI plugins its bridge network needs (e2e/tools/node). Static (CGO off)

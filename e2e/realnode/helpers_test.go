@@ -75,14 +75,15 @@ func updateSet(t *testing.T, ns, name string, change func(*everynodev1alpha1.Dae
 	t.Fatalf("update DaemonSet %s/%s: %v", ns, name, err)
 }
 
-// daemonPods are the set's pods that are not being deleted, by node.
+// daemonPods are the set's pods that are bound to a node and not being
+// deleted, by node.
 func daemonPods(t *testing.T, ns, set string) map[string]corev1.Pod {
 	t.Helper()
 	list, err := kube.CoreV1().Pods(ns).List(bg, metav1.ListOptions{LabelSelector: "app=" + set})
 	step(t, err)
 	out := map[string]corev1.Pod{}
 	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
+		if p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
 			if prev, dup := out[p.Spec.NodeName]; dup {
 				t.Errorf("two pods of %s on node %s: %s and %s", set, p.Spec.NodeName, prev.Name, p.Name)
 			}

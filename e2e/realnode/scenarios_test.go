@@ -287,7 +287,7 @@ func TestHelmUpgradeUnderLoad(t *testing.T) {
 				on = append(on, p.Name)
 			}
 		}
-		return len(on) == 2 && leader(t) != "", fmt.Sprintf("%v on %s, leader %q", on, next, leader(t)), nil
+		return len(on) == 2 && slices.Contains(on, leader(t)), fmt.Sprintf("%v on %s, leader %q", on, next, leader(t)), nil
 	})
 	t.Logf("helm upgrade rolled the Deployment in %.1fs", time.Since(start).Seconds())
 	goneAll(t, oldPods)
@@ -387,6 +387,48 @@ func extenderCalls(t *testing.T) float64 {
 	return sum
 }
 
+// The chart's second kube-scheduler (scheduler.enabled), for clusters
+// whose own scheduler cannot be given the extender: kube-scheduler built
+// here, as a pod on the real node, reaching everynode's extender by the
+// Service's DNS name through the cluster DNS. Daemon pods name it, it
+// schedules them (on kwok and real nodes alike), and the extender answers
+// it.
+func TestSecondScheduler(t *testing.T) {
+	chart := filepath.Join(harness.Root, "charts", "everynode")
+	_, err := helm("upgrade", harness.Release, chart, "--reuse-values", "--set", "scheduler.enabled=true", "--wait", "--timeout", "3m")
+	step(t, err)
+	t.Cleanup(func() {
+		_, err := helm("upgrade", harness.Release, chart, "--reuse-values", "--set", "scheduler.enabled=false", "--wait", "--timeout", "3m")
+		step(t, err)
+	})
+	const name = "everynode-scheduler"
+	eventually(t, settle, "everynode's replicas to name the second scheduler", func() (bool, string, error) {
+		return rolledWith(t, "--scheduler-name="+name)
+	})
+	before := extenderCalls(t)
+
+	ns := newNamespace(t)
+	createSet(t, testDaemonSet(ns, "agent", "v1"))
+	pods := rolledOut(t, ns, "agent", "v1")
+	for node, p := range pods {
+		if p.Spec.SchedulerName != name {
+			t.Errorf("the pod on %s names scheduler %q, want %q", node, p.Spec.SchedulerName, name)
+		}
+	}
+	evs, err := kube.CoreV1().Events(ns).List(bg, metav1.ListOptions{FieldSelector: "reason=Scheduled"})
+	step(t, err)
+	by := map[string]int{}
+	for _, e := range evs.Items {
+		by[e.ReportingController+e.Source.Component]++
+	}
+	if by[name] != len(pods) {
+		t.Errorf("Scheduled events by reporter: %v; want all %d by %s", by, len(pods), name)
+	}
+	if calls := extenderCalls(t) - before; calls < float64(len(pods)) {
+		t.Errorf("the extender answered %.0f filter calls for %d pods; the second scheduler should call it by the Service's name", calls, len(pods))
+	}
+}
+
 // Scenario 6: the startup-taint readiness gate on the real node. everynode
 // runs with the chart's startupTaint; a gated set's pod starts on the real
 // node, whose container turns Ready only after its probe's initial delay,
@@ -403,13 +445,7 @@ func TestStartupTaintOnRealNode(t *testing.T) {
 		step(t, err)
 	})
 	eventually(t, settle, "both replicas with --startup-taint and a leader", func() (bool, string, error) {
-		ready := 0
-		for _, p := range everynodePods(t) {
-			if podCondition(&p, corev1.PodReady) == corev1.ConditionTrue && slices.Contains(p.Spec.Containers[0].Args, "--startup-taint="+key) {
-				ready++
-			}
-		}
-		return ready == 2 && leader(t) != "", fmt.Sprintf("%d ready with the flag", ready), nil
+		return rolledWith(t, "--startup-taint="+key)
 	})
 
 	ns := newNamespace(t)
@@ -480,4 +516,19 @@ func setTaint(t *testing.T, taint *corev1.Taint) {
 		}
 	}
 	t.Fatal("could not update the real node's taints")
+}
+
+// rolledWith reports whether both replicas run with flag, Ready, and one
+// of them leads: until the old leader has stopped, it still makes the
+// daemon pods, without the flag.
+func rolledWith(t *testing.T, flag string) (bool, string, error) {
+	t.Helper()
+	var with []string
+	for _, p := range everynodePods(t) {
+		if podCondition(&p, corev1.PodReady) == corev1.ConditionTrue && slices.Contains(p.Spec.Containers[0].Args, flag) {
+			with = append(with, p.Name)
+		}
+	}
+	l := leader(t)
+	return len(with) == 2 && slices.Contains(with, l), fmt.Sprintf("%v Ready with %s, leader %q", with, flag, l), nil
 }
