@@ -20,10 +20,13 @@ import (
 // UpOptions change how the control plane is made. Their zero value is
 // what the e2e scenarios run on.
 type UpOptions struct {
-	// KwokctlConfig and AuditPolicy replace the harness's own files
-	// (configs.go), for the bench, which tunes every component and counts
-	// requests by client.
+	// KwokctlConfig and AuditPolicy, files, replace the configuration
+	// and the audit policy the harness writes (configs.go, bench.go).
 	KwokctlConfig, AuditPolicy string
+	// Bench, when set, tunes the components for the bench (bench.go).
+	Bench *BenchProfile
+	// Audit is the audit policy's kind: the bench counts every request.
+	Audit AuditKind
 }
 
 // Client returns a client of the cluster as its admin, made once: the
@@ -88,13 +91,14 @@ func (c *Cluster) UpControlPlane(ctx context.Context, s Settings, o UpOptions) e
 	// The caller's files, if it gave any, may sit where the harness's
 	// would: write the harness's only where they are used.
 	kwokctlConfig, auditPolicy := o.KwokctlConfig, o.AuditPolicy
+	kwokctlText, auditText := c.upConfigs(s, o)
 	if kwokctlConfig == "" {
 		kwokctlConfig = c.path("kwokctl.yaml")
-		files["kwokctl.yaml"] = c.kwokctlConfig(s)
+		files["kwokctl.yaml"] = kwokctlText
 	}
 	if auditPolicy == "" {
 		auditPolicy = c.path("audit-policy.yaml")
-		files["audit-policy.yaml"] = c.auditPolicy()
+		files["audit-policy.yaml"] = auditText
 	}
 	for name, content := range files {
 		if err := os.WriteFile(c.path(name), []byte(content), 0o644); err != nil {
@@ -235,12 +239,13 @@ func (c *Cluster) Up(ctx context.Context, s Settings, o UpOptions) error {
 	return nil
 }
 
-// Down stops everynode's replicas and cert-manager and deletes the kwok
-// cluster. A cluster that is not there is not an error.
+// Down stops everynode's replicas, cert-manager and the bench's second
+// kube-scheduler, and deletes the kwok cluster. A cluster that is not
+// there is not an error.
 func (c *Cluster) Down(ctx context.Context) error {
 	replicas, _ := filepath.Glob(c.path("everynode-*.pid"))
 	errs := []error{c.StopRealNode(ctx)}
-	for _, f := range append(replicas, c.path("everynode.pid")) {
+	for _, f := range append(replicas, c.path("everynode.pid"), c.noExtenderPIDFile()) {
 		errs = append(errs, stopPIDFile(f))
 	}
 	errs = append(errs, c.stopCertManager())
