@@ -1,13 +1,17 @@
 // Command cluster starts, stops and restarts the parts of the harness's
 // local cluster (package everynode.io/e2e/cluster) for `make cluster`,
-// `make e2e`, the bench and conformance; e2e/hack/cluster.sh builds and
-// runs it.
+// and drives the sessions on a cluster of their own: `make e2e` (e2e.go),
+// `make demo` (demo.go), `make conformance` (conformance.go) and `make
+// bench*` (bench.go). e2e/hack/cluster.sh builds and runs it; building the
+// tools stays in e2e/hack/tools.sh.
 //
 // Usage: cluster VERB [ARGS], with CLUSTER_NAME naming the cluster
-// (default everynode-e2e). `up` and `up-control-plane` take NODES (3),
-// KCM_CONTROLLERS, TAKEOVER_KCM_CONTROLLERS, EVERYNODE_ARGS, EXTRA_HELM_ARGS
-// and REAL_NODE (1: a kubelet node beside the kwok nodes, the chart
-// installed on it) from the environment and keep them for every later verb.
+// (default everynode-e2e; the bench and conformance name their own). `up`
+// and `up-control-plane` take NODES (3), KCM_CONTROLLERS,
+// TAKEOVER_KCM_CONTROLLERS, EVERYNODE_ARGS, EXTRA_HELM_ARGS and REAL_NODE
+// (1: a kubelet node beside the kwok nodes, the chart installed on it)
+// from the environment and keep them for every later verb; each driver
+// documents the variables it reads.
 package main
 
 import (
@@ -37,7 +41,12 @@ const usage = `usage: cluster VERB [ARGS]
   restart-kcm [--FLAG=VALUE...]
   cert-mode self-signed|cert-manager|external-ca
   client-auth on|off
-  takeover on|off`
+  takeover on|off
+sessions, each on a cluster of its own (settings from the environment):
+  e2e           the webhook tests on a bare control plane, then the scenarios
+  demo          the newcomer's tour
+  conformance   upstream's DaemonSet e2e specs (MODE=takeover|upstream)
+  bench         everynode against kube-controller-manager (bench/)`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -57,11 +66,14 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	verb, rest := args[0], args[1:]
+	if d, ok := drivers[verb]; ok {
+		return d(ctx, root, rest)
+	}
 	c, err := cluster.New(root, os.Getenv("CLUSTER_NAME"))
 	if err != nil {
 		return err
 	}
-	verb, rest := args[0], args[1:]
 	onOff := func() (bool, error) {
 		if len(rest) == 1 && (rest[0] == "on" || rest[0] == "off") {
 			return rest[0] == "on", nil
