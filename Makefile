@@ -66,7 +66,7 @@ cluster-down: ## Stop everything `make cluster` started
 
 .PHONY: e2e
 e2e: tools build ## End-to-end scenarios on a real control plane
-	e2e/hack/e2e.sh
+	e2e/hack/cluster.sh e2e
 
 .PHONY: e2e-real-node
 e2e-real-node: tools build ## The real node's scenarios: the chart's Deployment on a kubelet with containerd, beside kwok nodes (root, runc, iptables)
@@ -74,27 +74,27 @@ e2e-real-node: tools build ## The real node's scenarios: the chart's Deployment 
 
 .PHONY: demo
 demo: tools build ## The newcomer's tour: a local cluster, a DaemonSet, a new node, a rollout
-	e2e/hack/demo.sh
+	e2e/hack/cluster.sh demo
 
 .PHONY: bench
 bench: tools build ## everynode against the built-in DaemonSet controller (NODES=1000)
-	e2e/hack/bench.sh
+	e2e/hack/cluster.sh bench
 
 .PHONY: bench-churn
 bench-churn: tools build ## Nodes join while one of ten sets rolls: per-node wait, everynode against upstream (NODES=1000)
-	BENCH_ARGS="--scenario=churn $(BENCH_ARGS)" e2e/hack/bench.sh
+	BENCH_ARGS="--scenario=churn $(BENCH_ARGS)" e2e/hack/cluster.sh bench
 
 .PHONY: bench-inplace
 bench-inplace: tools build ## The image update in place (with and without its gate) against upstream's recreate (NODES=1000)
-	KWOK_START_DELAY=$${KWOK_START_DELAY:-1} BENCH_ARGS="--scenario=inplace $(BENCH_ARGS)" e2e/hack/bench.sh
+	KWOK_START_DELAY=$${KWOK_START_DELAY:-1} BENCH_ARGS="--scenario=inplace $(BENCH_ARGS)" e2e/hack/cluster.sh bench
 
 .PHONY: bench-hang
 bench-hang: tools build ## Plain pods with everynode up, hung (SIGSTOP) and with no extender (NODES=3)
-	NODES=$${NODES:-3} BENCH_ARGS="--scenario=hang $(BENCH_ARGS)" e2e/hack/bench.sh
+	NODES=$${NODES:-3} BENCH_ARGS="--scenario=hang $(BENCH_ARGS)" e2e/hack/cluster.sh bench
 
 .PHONY: bench-takeover
 bench-takeover: tools build ## One apps/v1 set by kube-controller-manager and by everynode --takeover, alternated (NODES=1000)
-	BENCH_ARGS="--scenario=takeover $(BENCH_ARGS)" e2e/hack/bench.sh
+	BENCH_ARGS="--scenario=takeover $(BENCH_ARGS)" e2e/hack/cluster.sh bench
 
 .PHONY: fuzz
 fuzz: ## Every fuzz target for FUZZTIME (30s) from its corpus in testdata/fuzz; SAVE=1 keeps what it finds
@@ -106,7 +106,7 @@ fuzz-brief: ## Every fuzz target for 3 s (part of make check)
 
 .PHONY: conformance
 conformance: tools build ## Upstream's DaemonSet e2e specs on a kwok cluster (MODE=takeover|upstream)
-	e2e/hack/conformance.sh
+	e2e/hack/cluster.sh conformance
 
 .PHONY: check
 check: lint verify-generate test fuzz-brief chart-lint rules-check e2e e2e-real-node ## Everything CI runs

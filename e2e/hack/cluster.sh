@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # cluster.sh VERB [ARGS]: the local cluster of the harness (package
 # e2e/cluster): builds its command (e2e/cmd/cluster) into .e2e/bin and runs
-# it; run it with no verb for the list. `make cluster`, `make e2e`, the
-# bench and conformance start, stop and restart the cluster through it.
+# it; run it with no verb for the list. `make cluster` and `make
+# cluster-down` run its steps (up, down), `make e2e`, `make demo`, `make
+# conformance` and `make bench*` its sessions (e2e, demo, conformance,
+# bench), each documented in e2e/cmd/cluster with the environment it reads.
 # Env: CLUSTER_NAME (default everynode-e2e), and for up and
 # up-control-plane NODES (3), KCM_CONTROLLERS, TAKEOVER_KCM_CONTROLLERS,
 # EVERYNODE_ARGS and EXTRA_HELM_ARGS, kept for every later verb.
