@@ -70,7 +70,7 @@ e2e: tools build ## End-to-end scenarios on a real control plane
 
 .PHONY: e2e-real-node
 e2e-real-node: tools build ## The real node's scenarios: the chart's Deployment on a kubelet with containerd, beside kwok nodes (root, runc, iptables)
-	e2e/hack/e2e-real-node.sh
+	e2e/hack/cluster.sh e2e-real-node
 
 .PHONY: demo
 demo: tools build ## The newcomer's tour: a local cluster, a DaemonSet, a new node, a rollout

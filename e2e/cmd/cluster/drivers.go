@@ -23,10 +23,11 @@ import (
 type driver func(ctx context.Context, root string, args []string) error
 
 var drivers = map[string]driver{
-	"e2e":         runE2E,
-	"demo":        runDemo,
-	"conformance": runConformance,
-	"bench":       runBench,
+	"e2e":           runE2E,
+	"e2e-real-node": runE2ERealNode,
+	"demo":          runDemo,
+	"conformance":   runConformance,
+	"bench":         runBench,
 }
 
 // toolEnv makes the environment every tool a driver runs gets: the

@@ -1,8 +1,8 @@
 // Command cluster starts, stops and restarts the parts of the harness's
 // local cluster (package everynode.io/e2e/cluster) for `make cluster`,
 // and drives the sessions on a cluster of their own: `make e2e` (e2e.go),
-// `make demo` (demo.go), `make conformance` (conformance.go) and `make
-// bench*` (bench.go). e2e/hack/cluster.sh builds and runs it; building the
+// `make e2e-real-node` (realnode.go), `make demo` (demo.go), `make
+// conformance` (conformance.go) and `make bench*` (bench.go). e2e/hack/cluster.sh builds and runs it; building the
 // tools stays in e2e/hack/tools.sh.
 //
 // Usage: cluster VERB [ARGS], with CLUSTER_NAME naming the cluster
@@ -43,10 +43,11 @@ const usage = `usage: cluster VERB [ARGS]
   client-auth on|off
   takeover on|off
 sessions, each on a cluster of its own (settings from the environment):
-  e2e           the webhook tests on a bare control plane, then the scenarios
-  demo          the newcomer's tour
-  conformance   upstream's DaemonSet e2e specs (MODE=takeover|upstream)
-  bench         everynode against kube-controller-manager (bench/)`
+  e2e            the webhook tests on a bare control plane, then the scenarios
+  e2e-real-node  the scenarios of e2e/realnode on a cluster with a kubelet node
+  demo           the newcomer's tour
+  conformance    upstream's DaemonSet e2e specs (MODE=takeover|upstream)
+  bench          everynode against kube-controller-manager (bench/)`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
