@@ -10,8 +10,8 @@
 // CPU and RSS (/proc), webhook and extender latency (histogram deltas) and
 // the scheduler's binding rate, and writes a markdown table and a PNG plot to
 // --out as <N>-nodes.md and <N>-nodes.png, one pair per scale that each run
-// replaces. It is started by e2e/hack/bench.sh (`make bench`), which sets up
-// the cluster; see bench/README.md.
+// replaces. It is started by `make bench` (the bench verb of e2e/cmd/cluster),
+// which sets up the cluster; see bench/README.md.
 //
 // Two subcommands read the logs of a cluster kept after a run
 // (KEEP_CLUSTER=1): `bench join-trace AUDIT_LOG BENCH_LOG` traces the join

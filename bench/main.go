@@ -101,7 +101,7 @@ func main() {
 	flag.StringVar(&c.kubeconfig, "kubeconfig", "", "admin kubeconfig of the bench cluster")
 	flag.StringVar(&c.manifest, "manifest", "examples/fluentd-elasticsearch.yaml", "the DaemonSet manifest (its apiVersion is replaced per system)")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for the report, <N>-nodes.md and <N>-nodes.png, replaced by each run at that scale (an experiment: another directory)")
-	flag.IntVar(&c.nodes, "nodes", 1000, "nodes in the cluster (for the report; the cluster is made by bench.sh)")
+	flag.IntVar(&c.nodes, "nodes", 1000, "nodes in the cluster (for the report; the cluster is made by make bench)")
 	flag.IntVar(&c.rounds, "rounds", 3, "A,B pairs to run")
 	flag.IntVar(&c.join, "join", 50, "nodes added at once in the node-join phase")
 	flag.IntVar(&c.joinWaves, "join-waves", 6, "node joins per run, one after the other (p50 and p99 over all of them)")

@@ -10,7 +10,7 @@ import (
 // clockTicks is USER_HZ, 100 on every Linux this runs on.
 const clockTicks = 100
 
-// readPID reads a pid file (kwokctl's and cluster.sh's).
+// readPID reads a pid file (kwokctl's and e2e/cluster's).
 func readPID(path string) (int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 // sets the pace. Once through kube-scheduler with the everynode extender
 // (schedulerName default-scheduler: the non-daemon path every pod of the
 // cluster takes) and once through a second kube-scheduler without any
-// extender (schedulerName no-extender, started by bench.sh), same pods,
+// extender (schedulerName no-extender, started by make bench), same pods,
 // same cluster.
 const (
 	schedNamespace = "bench-sched"

@@ -41,7 +41,7 @@ import (
 // of its Invalid causes and warnings for a pod. It runs only when
 // EVERYNODE_TEST_KUBECONFIG names a cluster whose "logging" namespace has a
 // "default" service account and no everynode installed: `make e2e` runs it
-// so (e2e/hack/e2e.sh), on its control plane before everynode is installed;
+// so (e2e/cmd/cluster/e2e.go), on its control plane before everynode is installed;
 // go test stays hermetic otherwise.
 func TestTemplateDryRunAgainstAPIServer(t *testing.T) {
 	path := os.Getenv("EVERYNODE_TEST_KUBECONFIG")

@@ -5,12 +5,16 @@
 // with the chart's ServiceAccount token, so the RBAC under test is what
 // the chart grants.
 //
-// The e2e scenarios, the bench's and conformance's scripts and `make
-// cluster` (through e2e/cmd/cluster) all start, stop and restart its
-// parts here: each component runs detached and is known by a pid file,
-// and what a cluster was started with, and the modes it was switched to
-// (cert mode, client authentication, takeover), are kept as Settings in
-// its folder, so a restart by any of them starts it the same way.
+// The e2e scenarios, the bench program and the verbs of e2e/cmd/cluster
+// (`make cluster`, `make e2e`, `make demo`, `make conformance`, `make
+// bench`) all start, stop and restart its parts here: each component runs
+// detached and is known by a pid file, and what a cluster was started
+// with, and the modes it was switched to (cert mode, client
+// authentication, takeover), are kept as Settings in its folder, so a
+// restart by any of them starts it the same way.
 //
-// Building the tools stays in e2e/hack/tools.sh.
+// What other people and scripts rely on, kept stable: the default
+// cluster's admin kubeconfig .e2e/kubeconfig, the tools in .e2e/bin
+// (kubectl, helm, kwokctl and the control plane), `make cluster` and
+// `make cluster-down`. Building the tools stays in e2e/hack/tools.sh.
 package cluster

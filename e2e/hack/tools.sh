@@ -11,7 +11,7 @@
 # `tools.sh conformance` builds only the upstream e2e test binary
 # (.e2e/bin/e2e.test) for `make conformance`: it is not one of the tools that
 # `make tools`, `make e2e` and `make check` need, and it costs a fresh
-# machine a long compile of its own (e2e/hack/conformance.sh).
+# machine a long compile of its own (`make conformance`).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

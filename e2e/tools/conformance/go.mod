@@ -1,5 +1,5 @@
 // The upstream Kubernetes e2e test binary for `make conformance` (see
-// e2e/hack/tools.sh and e2e/hack/conformance.sh). Its own module, apart from
+// e2e/hack/tools.sh and e2e/cmd/cluster/conformance.go). Its own module, apart from
 // e2e/tools/kube: test/e2e pulls in far more than the control plane does,
 // and sharing a go.sum would make every change here rebuild the control
 // plane.

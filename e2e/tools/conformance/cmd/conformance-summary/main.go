@@ -1,6 +1,6 @@
 // Command conformance-summary prints, from the ginkgo JSON report of an
 // e2e.test run, each spec the run selected with its outcome, the totals and
-// the suite's run time (e2e/hack/conformance.sh).
+// the suite's run time (`make conformance`, e2e/cmd/cluster/conformance.go).
 //
 // A ginkgo report lists every spec of the suite, thousands of them, and
 // those the focus left out are "skipped" just like a spec that skipped
