@@ -76,6 +76,10 @@ func runBench(ctx context.Context, root string, args []string) error {
 		}
 	}
 	p.KwokStartDelay = os.Getenv("KWOK_START_DELAY") == "1"
+	// kwok exits when a parallelism is 0, after the control plane is up.
+	if p.QPS < 1 || p.Burst < 1 || p.KwokPodWorkers < 1 || p.KwokNodeWorkers < 1 {
+		return fmt.Errorf("QPS, BURST, KWOK_POD_WORKERS and KWOK_NODE_WORKERS must be at least 1: %+v", p)
+	}
 	s, err := settingsFromEnv()
 	if err != nil {
 		return err

@@ -315,7 +315,7 @@ func runE2ETest(ctx context.Context, c *cluster.Cluster, report, focus string) (
 	}, strings.Fields(os.Getenv("E2E_ARGS"))...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.WaitDelay = 10 * time.Second
+	gentle(cmd)
 	err = cmd.Run()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {

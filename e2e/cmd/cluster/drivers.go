@@ -58,13 +58,19 @@ func runTo(ctx context.Context, out io.Writer, dir string, env []string, argv ..
 		cmd.Stderr = os.Stderr
 	}
 	cmd.Env = append(os.Environ(), env...)
-	// A signal reaches the tool through the terminal too: let it finish
-	// its own way before it is killed.
-	cmd.WaitDelay = 10 * time.Second
+	gentle(cmd)
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 	}
 	return nil
+}
+
+// gentle makes an interrupt stop cmd as one from the terminal would: it
+// gets SIGINT (go test then reports what ran), and SIGKILL only if it is
+// still there 10 s later.
+func gentle(cmd *exec.Cmd) {
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
 }
 
 // envInt reads a count from the environment, def when unset.
