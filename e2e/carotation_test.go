@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	versioned "everynode.io/everynode/client/clientset/versioned"
 
@@ -31,7 +32,7 @@ import (
 // kube-scheduler does. Then, while a load loop sends admission requests
 // through kube-apiserver (server-side dry-run creates of sets: the
 // mutating and the validating webhook, both failurePolicy Fail, so a
-// failed call is a failed request) and the scheduler places ordinary pods
+// failed call is a failed request) and the scheduler places replaced daemon pods
 // through the extender, a rotation is asked for on the Secret. everynode
 // promotes the CA it published a rotation ago and serves a certificate of
 // it at once; kube-apiserver and kube-scheduler trust it already. Counted:
@@ -91,8 +92,14 @@ func TestCARotationUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	// The scheduler load: ordinary pods, two a second, each filtered and
-	// prioritized through the extender.
+	// The scheduler load: daemon pods, two a second, each filtered through
+	// the extender (kube-scheduler calls it for daemon pods only: they
+	// carry the marker). A pod of the stored set is deleted, and the
+	// controller makes its replacement.
+	eventually(t, settle, "the stored set on its 3 nodes", func() (bool, string, error) {
+		n := len(daemonPods(t, ns, "stored"))
+		return n == 3, fmt.Sprintf("%d pods", n), nil
+	})
 	var podsMade atomic.Int64
 	wg.Go(func() {
 		tick := time.NewTicker(500 * time.Millisecond)
@@ -103,8 +110,14 @@ func TestCARotationUnderLoad(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			createOrdinaryPod(t, ns, fmt.Sprintf("web-%d", i), sel)
-			podsMade.Add(1)
+			pods := daemonPods(t, ns, "stored")
+			if len(pods) == 0 {
+				continue
+			}
+			p := pods[i%len(pods)]
+			if err := kube.CoreV1().Pods(ns).Delete(ctx(t), p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err == nil {
+				podsMade.Add(1)
+			}
 		}
 	})
 
@@ -147,10 +160,10 @@ func TestCARotationUnderLoad(t *testing.T) {
 	filters := counterDelta(before, after, "everynode_http_request_duration_seconds_count", with(map[string]string{"route": "/extender/filter"}))
 
 	t.Logf("CA rotation under load: %d dry-run writes in %.1fs, %d failed; everynode answered %.0f admission requests (%.0f/s); "+
-		"rotation asked %.1fs in, new certificate served %.1fs after; connections asked to reconnect: %.0f kube-apiserver's, %.0f kube-scheduler's; %d pods scheduled through %.0f extender filter calls, %d skipped",
+		"rotation asked %.1fs in, new certificate served %.1fs after; connections asked to reconnect: %.0f kube-apiserver's, %.0f kube-scheduler's; %d daemon pods replaced through %.0f extender filter calls, %d skipped",
 		sent.Load(), elapsed.Seconds(), failed.Load(), admission, admission/elapsed.Seconds(),
 		asked.Sub(start).Seconds(), switched.Sub(asked).Seconds(), apiserverReconnects, schedulerReconnects, podsMade.Load(), filters, len(skipped))
-	for _, route := range []string{"/mutate/daemonset", "/validate/daemonset", "/extender/filter", "/extender/prioritize"} {
+	for _, route := range []string{"/mutate/daemonset", "/validate/daemonset", "/extender/filter"} {
 		t.Logf("  %s p99 %s", route, histogramQuantile(before, after, "everynode_http_request_duration_seconds", with(map[string]string{"route": route}), 0.99))
 	}
 	t.Logf("  served issuer %s, then %s", servedBefore, servedAfter)

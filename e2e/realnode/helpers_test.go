@@ -219,8 +219,9 @@ func startAdmissionLoad(t *testing.T, ns string, rate int) *admissionLoad {
 	return l
 }
 
-// finish stops the load and checks it: no failed admission, and the rate
-// it promised (a slower run would prove less than it claims).
+// finish stops the load and checks it: no failed admission, and at least
+// the rate the scenario needs (a slower run would prove less than it
+// claims; the load aims above it, for a busy machine's missed beats).
 func (l *admissionLoad) finish(t *testing.T, rate int) {
 	t.Helper()
 	close(l.stop)
@@ -235,7 +236,7 @@ func (l *admissionLoad) finish(t *testing.T, rate int) {
 		}
 		t.Errorf("failed admission: %s", f)
 	}
-	if got < float64(rate)*0.9 {
+	if got < float64(rate) {
 		t.Errorf("the load reached %.0f admissions/s, below the %d/s the scenario needs", got, rate)
 	}
 }

@@ -212,7 +212,7 @@ read:
 // load: the other replica leads, no admission fails, and no node ever has
 // two pods of a set.
 func TestLeaderDeletedUnderLoad(t *testing.T) {
-	const rate = 60
+	const rate, needed = 70, 50
 	ns := newNamespace(t)
 	createSet(t, testDaemonSet(ns, "agent", "v1"))
 	rolledOut(t, ns, "agent", "v1")
@@ -250,7 +250,7 @@ func TestLeaderDeletedUnderLoad(t *testing.T) {
 	// (preStop, the shutdown delay, the drain) and a little longer.
 	goneAll(t, []string{old})
 	time.Sleep(3 * time.Second)
-	load.finish(t, rate)
+	load.finish(t, needed)
 	if n := dups(); n > 0 {
 		t.Errorf("%d observations of two pods of the set on one node", n)
 	}
@@ -261,7 +261,7 @@ func TestLeaderDeletedUnderLoad(t *testing.T) {
 // Deployment rolls to the new image, no admission fails, and no daemon
 // pod is recreated or restarted.
 func TestHelmUpgradeUnderLoad(t *testing.T) {
-	const rate, next = 60, "e2e-next"
+	const rate, needed, next = 70, 50, "e2e-next"
 	step(t, harness.ImportImage(bg, images.Everynode(filepath.Join(harness.NodeDir(), "bin", "everynode"), cluster.EverynodeImage+":"+next)))
 	ns := newNamespace(t)
 	createSet(t, testDaemonSet(ns, "agent", "v1"))
@@ -292,7 +292,7 @@ func TestHelmUpgradeUnderLoad(t *testing.T) {
 	t.Logf("helm upgrade rolled the Deployment in %.1fs", time.Since(start).Seconds())
 	goneAll(t, oldPods)
 	time.Sleep(3 * time.Second)
-	load.finish(t, rate)
+	load.finish(t, needed)
 	t.Cleanup(func() { upgrade(cluster.EverynodeE2ETag) })
 
 	after := daemonPods(t, ns, "agent")
@@ -362,7 +362,7 @@ func TestCertManagerMode(t *testing.T) {
 	before := extenderCalls(t)
 	createSet(t, testDaemonSet(ns, "agent", "v1"))
 	rolledOut(t, ns, "agent", "v1")
-	load.finish(t, 20)
+	load.finish(t, 15)
 	if calls := extenderCalls(t) - before; calls < 3 {
 		t.Errorf("the extender answered %.0f filter calls for the set's 3 pods; kube-scheduler should reach it with cert-manager's CA", calls)
 	}
