@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -123,6 +124,9 @@ func (b *bench) hangOnce(ctx context.Context, h *cluster.Cluster, v hangVariant,
 	if err != nil {
 		return nil, err
 	}
+	// resume sends SIGCONT once: after the burst, so everynode answers
+	// before the next variant, or on the way out of an error.
+	resume := func() {}
 	if v.hung {
 		pid, err := h.PID(0)
 		if err != nil || pid <= 0 {
@@ -132,13 +136,14 @@ func (b *bench) hangOnce(ctx context.Context, h *cluster.Cluster, v hangVariant,
 			return nil, fmt.Errorf("SIGSTOP everynode: %w", err)
 		}
 		logf("[hang r%d] everynode (pid %d) stopped", round, pid)
-		defer func() {
+		resume = sync.OnceFunc(func() {
 			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 				logf("warning: SIGCONT everynode (pid %d): %v", pid, err)
 				return
 			}
 			logf("[hang r%d] everynode (pid %d) running again", round, pid)
-		}()
+		})
+		defer resume()
 	}
 	sr, err := b.schedThroughput(ctx, v.scheduler, "", n)
 	if err != nil {
@@ -153,6 +158,7 @@ func (b *bench) hangOnce(ctx context.Context, h *cluster.Cluster, v hangVariant,
 	logf("[hang r%d] %s: %d pods bound in %.1fs, %.0f scheduling attempts, mean %.1f ms", round, v.name, n, res.seconds, res.attempts, res.attemptMeanMilli)
 	if v.hung {
 		// The next variant starts with everynode answering again.
+		resume()
 		if err := b.everynodeAnswers(ctx); err != nil {
 			return nil, err
 		}
