@@ -3,32 +3,97 @@ package placement
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// daemonResource is the extended resource every daemon pod requests one of
-// (WithDaemonResource), empty when the marker is off. kube-scheduler calls
-// an extender with managedResources only for pods that request one of them
-// (in requests or limits), so with the marker and a scheduler configured
-// by `everynode scheduler-config` ordinary pods never wait for everynode:
-// a hung everynode costs them nothing. The scheduler must ignore the
-// resource (ignoredByScheduler), since no node advertises it; the kubelet
-// drops extended resources its node does not advertise before admitting
-// a pod (removeMissingExtendedResources), so the request costs nothing on
-// the node.
-var daemonResource string
+// markerState is the daemon-pod marker of this process: name is the
+// extended resource every daemon pod requests one of (WithDaemonResource),
+// as configured at start, "" when the marker is off; off is set when the
+// controller found that kube-scheduler does not ignore it and turned it
+// off (TurnOffDaemonResource).
+//
+// kube-scheduler calls an extender with managedResources only for pods
+// that request one of them (in requests or limits), so with the marker
+// and a scheduler configured by `everynode scheduler-config` ordinary pods
+// never wait for everynode: a hung everynode costs them nothing. The
+// scheduler must ignore the resource (ignoredByScheduler), since no node
+// advertises it; the kubelet drops extended resources its node does not
+// advertise before admitting a pod (removeMissingExtendedResources), so
+// the request costs nothing on the node.
+type markerState struct {
+	name string
+	off  bool
+}
+
+// marker is read by every pod the controller and the pod webhook make and
+// written by the controller's worker that turns it off, so it is atomic.
+// nil is the same as a marker configured off.
+var marker atomic.Pointer[markerState]
 
 // SetDaemonResource turns the daemon-pod marker on with name (an extended
-// resource name, checked by ValidateDaemonResource), or off with "". Set
-// once, at start, before any pod is made: the controller's pods and the
-// pod webhook's stamp read it.
-func SetDaemonResource(name string) { daemonResource = name }
+// resource name, checked by ValidateDaemonResource), or off with "", and
+// forgets an earlier TurnOffDaemonResource. Called once, at start, before
+// any pod is made (and by tests).
+func SetDaemonResource(name string) { marker.Store(&markerState{name: name}) }
 
-// DaemonResource returns the marker's resource name, "" when it is off.
-func DaemonResource() string { return daemonResource }
+// DaemonResource returns the marker's resource name, "" when it is off:
+// configured off, or turned off by TurnOffDaemonResource.
+func DaemonResource() string {
+	if m := marker.Load(); m != nil && !m.off {
+		return m.name
+	}
+	return ""
+}
+
+// ConfiguredDaemonResource returns the marker's resource name as
+// configured at start, even after TurnOffDaemonResource: the name the pods
+// made before the fallback request.
+func ConfiguredDaemonResource() string {
+	if m := marker.Load(); m != nil {
+		return m.name
+	}
+	return ""
+}
+
+// DaemonResourceFallback reports whether TurnOffDaemonResource turned a
+// configured marker off.
+func DaemonResourceFallback() bool {
+	m := marker.Load()
+	return m != nil && m.off
+}
+
+// TurnOffDaemonResource turns the configured marker off for the rest of
+// this process: the controller calls it when it sees a daemon pod that
+// kube-scheduler left Pending for want of the marker (an upgrade that kept
+// the old scheduler configuration, or a scheduler with no extender at
+// all), since otherwise no new daemon pod would ever schedule. It reports
+// whether this call turned it off, so that the caller says so once.
+//
+// The fallback is not persisted, on purpose. A restart, or another replica
+// winning the leader Lease, starts with the marker on again, which is how
+// the protection comes back once the scheduler is fixed: nothing to reset
+// by hand. Where the scheduler is still not fixed, the new leader pays for
+// it with the pods it makes before it sees the first of them unschedulable
+// (one scheduling attempt each, then a recreate), and falls back again. A
+// replica that is not the leader keeps the marker on in its pod webhook,
+// but that webhook only sees daemon pods the controller did not make whole
+// (the chart's matchConditions): the leader deletes those as it deletes
+// its own when they are stuck.
+func TurnOffDaemonResource() bool {
+	for {
+		m := marker.Load()
+		if m == nil || m.name == "" || m.off {
+			return false
+		}
+		if marker.CompareAndSwap(m, &markerState{name: m.name, off: true}) {
+			return true
+		}
+	}
+}
 
 // daemonResourceQuantity is what each daemon pod asks for: one. Extended
 // resources are whole numbers with limits equal to requests.
@@ -68,6 +133,7 @@ func ValidateDaemonResource(name string) error {
 // patches images only, so a pod made before the marker (or after it is
 // turned off) is neither older nor newer than one made with it.
 func WithDaemonResource(pod *corev1.Pod) {
+	daemonResource := DaemonResource()
 	if daemonResource == "" || len(pod.Spec.Containers) == 0 {
 		return
 	}
@@ -97,6 +163,33 @@ func UnschedulableForDaemonResource(pod *corev1.Pod, resource string) bool {
 		if c.Type == corev1.PodScheduled {
 			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
 				namesInsufficient(c.Message, resource)
+		}
+	}
+	return false
+}
+
+// StuckForDaemonResource reports whether pod is a daemon pod that will never
+// schedule as it is: Pending, bound to no node, not being deleted,
+// requesting resource (the marker, "" never matches) and left unschedulable
+// by kube-scheduler for want of it (UnschedulableForDaemonResource). Once
+// the marker is off, deleting such a pod is the whole fix: the controller
+// makes it again without the marker.
+func StuckForDaemonResource(pod *corev1.Pod, resource string) bool {
+	if resource == "" || pod.DeletionTimestamp != nil || pod.Spec.NodeName != "" || pod.Status.Phase != corev1.PodPending {
+		return false
+	}
+	return requests(pod, corev1.ResourceName(resource)) && UnschedulableForDaemonResource(pod, resource)
+}
+
+// requests reports whether a container of pod requests or limits name.
+func requests(pod *corev1.Pod, name corev1.ResourceName) bool {
+	for i := range pod.Spec.Containers {
+		r := &pod.Spec.Containers[i].Resources
+		if _, ok := r.Requests[name]; ok {
+			return true
+		}
+		if _, ok := r.Limits[name]; ok {
+			return true
 		}
 	}
 	return false
@@ -138,13 +231,13 @@ const (
 	GateInactive GateMode = "inactive"
 )
 
-// ReadinessGateMode returns the gate mode that SetStartupTaint and
-// SetDaemonResource leave in effect.
+// ReadinessGateMode returns the gate mode that SetStartupTaint,
+// SetDaemonResource and TurnOffDaemonResource leave in effect.
 func ReadinessGateMode() GateMode {
 	switch {
 	case startupTaint != "":
 		return GateStartupTaint
-	case daemonResource != "":
+	case DaemonResource() != "":
 		return GateInactive
 	default:
 		return GateExtender
@@ -158,5 +251,5 @@ func GateInactiveMessage() string {
 	return fmt.Sprintf("holds no pod back: everynode marks daemon pods with the resource %s (--daemon-resource) so that kube-scheduler "+
 		"calls its extender for daemon pods only, and ordinary pods never reach the gate; use the startup-taint gate "+
 		"(everynode serve --startup-taint, chart value startupTaint), or turn the marker off (--daemon-resource=\"\" and "+
-		"everynode scheduler-config --daemon-resource=\"\"), at the cost of every pod waiting for everynode when it hangs", daemonResource)
+		"everynode scheduler-config --daemon-resource=\"\"), at the cost of every pod waiting for everynode when it hangs", DaemonResource())
 }

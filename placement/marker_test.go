@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,5 +203,117 @@ func TestReadinessGateMode(t *testing.T) {
 	placement.SetDaemonResource("everynode.io/daemon")
 	if msg := placement.GateInactiveMessage(); !strings.Contains(msg, "everynode.io/daemon") || !strings.Contains(msg, "--startup-taint") {
 		t.Errorf("message %q names neither the marker nor the fix", msg)
+	}
+}
+
+// TestTurnOffDaemonResource: the fallback turns a configured marker off
+// once, for the stamp and the gate mode, keeps the configured name, and a
+// new SetDaemonResource (a new process) starts with it on again.
+func TestTurnOffDaemonResource(t *testing.T) {
+	ds := stampSet("agent")
+	name := corev1.ResourceName(everynodev1alpha1.DefaultDaemonResource)
+	t.Cleanup(func() { placement.SetDaemonResource("") })
+
+	placement.SetDaemonResource("")
+	if placement.TurnOffDaemonResource() || placement.DaemonResourceFallback() {
+		t.Error("a marker configured off was turned off, or counts as a fallback")
+	}
+
+	placement.SetDaemonResource(everynodev1alpha1.DefaultDaemonResource)
+	if !placement.TurnOffDaemonResource() {
+		t.Fatal("the first TurnOffDaemonResource reports it did nothing")
+	}
+	if placement.TurnOffDaemonResource() {
+		t.Error("a second TurnOffDaemonResource reports it turned the marker off again")
+	}
+	if got := placement.DaemonResource(); got != "" {
+		t.Errorf("DaemonResource %q after the fallback, want \"\"", got)
+	}
+	if got := placement.ConfiguredDaemonResource(); got != everynodev1alpha1.DefaultDaemonResource {
+		t.Errorf("ConfiguredDaemonResource %q after the fallback", got)
+	}
+	if !placement.DaemonResourceFallback() {
+		t.Error("DaemonResourceFallback false after the fallback")
+	}
+	if _, ok := placement.NewPod(ds, "n1", "h1").Spec.Containers[0].Resources.Requests[name]; ok {
+		t.Error("a pod made after the fallback requests the marker")
+	}
+	if got := placement.ReadinessGateMode(); got != placement.GateExtender {
+		t.Errorf("gate mode %s after the fallback, want %s: the extender sees every pod again", got, placement.GateExtender)
+	}
+
+	placement.SetDaemonResource(everynodev1alpha1.DefaultDaemonResource)
+	if placement.DaemonResourceFallback() || placement.DaemonResource() == "" {
+		t.Error("SetDaemonResource did not turn the marker on again")
+	}
+	if _, ok := placement.NewPod(ds, "n1", "h1").Spec.Containers[0].Resources.Requests[name]; !ok {
+		t.Error("a pod made with the marker on again lacks it")
+	}
+}
+
+// TestTurnOffDaemonResourceRace: many workers may see stuck pods at once;
+// exactly one turns the marker off and says so (run with -race).
+func TestTurnOffDaemonResourceRace(t *testing.T) {
+	placement.SetDaemonResource(everynodev1alpha1.DefaultDaemonResource)
+	t.Cleanup(func() { placement.SetDaemonResource("") })
+	var wg sync.WaitGroup
+	var turned atomic.Int32
+	for range 8 {
+		wg.Go(func() {
+			placement.WithDaemonResource(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}}})
+			if placement.TurnOffDaemonResource() {
+				turned.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := turned.Load(); n != 1 {
+		t.Errorf("%d callers turned the marker off, want 1", n)
+	}
+}
+
+// TestStuckForDaemonResource: only a pending, unbound pod that requests
+// the marker and that the scheduler left unschedulable for it is stuck.
+func TestStuckForDaemonResource(t *testing.T) {
+	const res = everynodev1alpha1.DefaultDaemonResource
+	msg := "0/3 nodes are available: 3 Insufficient everynode.io/daemon. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+	stuck := func(change func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{res: resource.MustParse("1")},
+				Limits:   corev1.ResourceList{res: resource.MustParse("1")},
+			}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg},
+			}},
+		}
+		if change != nil {
+			change(p)
+		}
+		return p
+	}
+	cases := map[string]struct {
+		pod      *corev1.Pod
+		resource string
+		want     bool
+	}{
+		"stuck":          {pod: stuck(nil), resource: res, want: true},
+		"limit only":     {pod: stuck(func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests = nil }), resource: res, want: true},
+		"marker unknown": {pod: stuck(nil)},
+		"other marker":   {pod: stuck(nil), resource: "example.com/daemon"},
+		"no marker": {pod: stuck(func(p *corev1.Pod) { p.Spec.Containers[0].Resources = corev1.ResourceRequirements{} }),
+			resource: res},
+		"bound":    {pod: stuck(func(p *corev1.Pod) { p.Spec.NodeName = "n1" }), resource: res},
+		"running":  {pod: stuck(func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }), resource: res},
+		"deleting": {pod: stuck(func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }), resource: res},
+		"unschedulable for cpu": {pod: stuck(func(p *corev1.Pod) { p.Status.Conditions[0].Message = "0/3 nodes are available: 3 Insufficient cpu." }),
+			resource: res},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := placement.StuckForDaemonResource(tc.pod, tc.resource); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
