@@ -23,6 +23,16 @@ const (
 	// ReasonFailedUpdateInPlace: patching a daemon pod's images, or its
 	// in-place readiness gate, failed.
 	ReasonFailedUpdateInPlace = "FailedUpdateInPlace"
+	// ReasonStoppedMarkingDaemonPods: the controller saw a daemon pod that
+	// kube-scheduler left Pending for want of the daemon-pod marker and
+	// turned the marker off for this process (Warning, once, on the set
+	// whose pod it saw; the DaemonResourceFallback condition says the same
+	// on every set).
+	ReasonStoppedMarkingDaemonPods = "StoppedMarkingDaemonPods"
+	// ReasonUnschedulableMarkedPod: a daemon pod that kube-scheduler left
+	// Pending for want of the marker is deleted, to be made again without
+	// it (Warning, one per pod).
+	ReasonUnschedulableMarkedPod = "UnschedulableMarkedPod"
 	// ReasonSelectingAll: the set's selector is empty; it is not synced.
 	ReasonSelectingAll = "SelectingAll"
 	// ReasonRevisionCollision: the revision name of the set's template was

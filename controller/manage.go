@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 
 	"everynode.io/everynode/controller/plan"
 )
@@ -21,12 +22,19 @@ func (c *Controller) manage(ctx context.Context, v *plan.View) (acted bool, err 
 	logger := klog.FromContext(ctx)
 	ds := v.DS
 	surge := v.Strategy.AllowsSurge()
+	// Stuck pods are replaced only once the marker is off (fallBackFromMarker).
+	marker := placement.ConfiguredDaemonResource()
+	if marker == "" {
+		// Pods made by an everynode with the marker on by default.
+		marker = everynodev1alpha1.DefaultDaemonResource
+	}
+	replaceStuck := placement.DaemonResource() == ""
 	var toCreate []string
 	var toDelete []*corev1.Pod
 	var retryIn time.Duration
 	for i := range v.Nodes {
 		st := &v.Nodes[i]
-		p := plan.PlanNode(st, v.Hash, surge, ds.Spec.MinReadySeconds, v.Now)
+		p := plan.PlanNode(st, v.Hash, surge, ds.Spec.MinReadySeconds, replaceStuck, v.Now)
 		if p.Create {
 			toCreate = append(toCreate, st.Name)
 		}
@@ -49,6 +57,13 @@ func (c *Controller) manage(ctx context.Context, v *plan.View) (acted bool, err 
 			logger.V(2).Info("Found failed daemon pod, deleting it", "daemonset", klog.KObj(ds), "pod", klog.KObj(pod), "node", klog.KRef("", st.Name))
 			c.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedDaemonPod,
 				"Found failed daemon pod %s/%s on node %s, will try to kill it", pod.Namespace, pod.Name, st.Name)
+			toDelete = append(toDelete, pod)
+		}
+		for _, pod := range p.Stuck {
+			logger.V(2).Info("Found daemon pod unschedulable for the marker, deleting it", "daemonset", klog.KObj(ds), "pod", klog.KObj(pod), "node", klog.KRef("", st.Name))
+			c.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonUnschedulableMarkedPod,
+				"Deleting daemon pod %s/%s for node %s: kube-scheduler left it Pending for want of %s, which everynode no longer puts on daemon pods; it is made again without it",
+				pod.Namespace, pod.Name, st.Name, marker)
 			toDelete = append(toDelete, pod)
 		}
 		for _, pod := range p.Succeeded {

@@ -31,6 +31,7 @@ func (c *Controller) updateStatus(ctx context.Context, v *plan.View) error {
 	status := report.Status
 	warnSkipped := plan.SetWebhooksSkipped(&status, ds, c.webhookSkipped[ds.Namespace], metav1.NewTime(v.Now))
 	warnGate := plan.SetReadinessGateInactive(&status, ds, placement.ReadinessGateMode(), metav1.NewTime(v.Now))
+	plan.SetDaemonResourceFallback(&status, placement.DaemonResourceFallback(), placement.ConfiguredDaemonResource(), metav1.NewTime(v.Now))
 	// What this kind never stores must not count as a change.
 	status = c.sets.project(status)
 	if report.AtRest {
@@ -72,7 +73,8 @@ func (c *Controller) updateStatus(ctx context.Context, v *plan.View) error {
 	if warnGate != nil && meta.FindStatusCondition(ds.Status.Conditions, everynodev1alpha1.ConditionNodeReadinessGateInactive) == nil {
 		c.recorder.Event(ds, corev1.EventTypeWarning, warnGate.Reason, warnGate.Message)
 	}
-	if m := plan.MarkerNotIgnoredAppeared(&ds.Status, &status); m != nil {
+	if m := plan.MarkerNotIgnoredAppeared(&ds.Status, &status); m != nil && !placement.DaemonResourceFallback() {
+		// After the fallback, StoppedMarkingDaemonPods said it, once.
 		c.recorder.Event(ds, corev1.EventTypeWarning, m.Reason, m.Message)
 	}
 	klog.FromContext(ctx).V(4).Info("Updated DaemonSet status", "daemonset", klog.KObj(ds),

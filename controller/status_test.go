@@ -2,6 +2,8 @@ package controller
 
 import (
 	"fmt"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -341,27 +344,23 @@ func TestNodesExcludedCondition(t *testing.T) {
 	}
 }
 
-// A scheduler that does not ignore the marker gets one Warning event that
-// says how to fix it, when it first shows, not on every sync.
+// With the marker configured off, pods an earlier everynode made with it
+// that the scheduler leaves Pending for it get one Warning event, when it
+// first shows, not on every sync, that says they are replaced; and they
+// are deleted.
 func TestMarkerNotIgnoredEvent(t *testing.T) {
+	placement.SetDaemonResource("")
 	f := newFixture(t)
 	addNodes(f, 2)
 	ds := newSet("agent")
 	f.add(ds)
 	f.mustSync(ds)
 	f.syncCaches()
-	list, err := f.kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range list.(*corev1.PodList).Items {
-		p := list.(*corev1.PodList).Items[i].DeepCopy()
-		p.Status.Phase = corev1.PodPending
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
-		lacksMarker(p)
-		f.update(p)
-	}
+	stuck := markStuck(t, f)
 	f.mustSync(ds)
+	if got := f.podDeletes(); !reflect.DeepEqual(got, stuck) {
+		t.Errorf("deleted %q, want the stuck pods %q", got, stuck)
+	}
 	f.syncCaches()
 	f.mustSync(ds)
 	var warnings []string
@@ -370,9 +369,35 @@ func TestMarkerNotIgnoredEvent(t *testing.T) {
 			warnings = append(warnings, e)
 		}
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "everynode scheduler-config") {
-		t.Errorf("events %q, want one Warning %s naming the fix", warnings, everynodev1alpha1.ReasonDaemonResourceNotIgnored)
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "replaces these") {
+		t.Errorf("events %q, want one Warning %s saying they are replaced", warnings, everynodev1alpha1.ReasonDaemonResourceNotIgnored)
 	}
+}
+
+// markStuck makes every pod in the fake API server one the scheduler left
+// Pending for want of the default marker, which it requests, and returns
+// their names, sorted.
+func markStuck(t *testing.T, f *fixture) []string {
+	t.Helper()
+	list, err := f.kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	marker := corev1.ResourceName(everynodev1alpha1.DefaultDaemonResource)
+	for i := range list.(*corev1.PodList).Items {
+		p := list.(*corev1.PodList).Items[i].DeepCopy()
+		c := &p.Spec.Containers[0].Resources
+		c.Requests = corev1.ResourceList{marker: resource.MustParse("1")}
+		c.Limits = corev1.ResourceList{marker: resource.MustParse("1")}
+		p.Status.Phase = corev1.PodPending
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+		lacksMarker(p)
+		f.update(p)
+		names = append(names, p.Name)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // A set with nodeReadinessGate gets NodeReadinessGateInactive and one

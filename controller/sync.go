@@ -97,6 +97,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	v.Decide(cur, old, satisfied)
 	c.state.synced(key, c.clock.Since(start), len(v.Nodes)+len(v.Pods))
+	// Before anything acts: this sync's manage step deletes the stuck pods
+	// once the marker is off.
+	c.fallBackFromMarker(ctx, v)
 
 	// The sync that finds a stop reports it, acting or not: the status it
 	// writes records the stop, and the next sync finds it recorded.

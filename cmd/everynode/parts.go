@@ -13,6 +13,7 @@ import (
 	"everynode.io/everynode/controller"
 	"everynode.io/everynode/extender"
 	"everynode.io/everynode/index"
+	"everynode.io/everynode/placement"
 	"everynode.io/everynode/server"
 	"everynode.io/everynode/takeover"
 	"everynode.io/everynode/webhook"
@@ -139,7 +140,7 @@ func registerMetrics(r prometheus.Registerer, sets everynodelisters.DaemonSetLis
 		Namespace: "everynode", Subsystem: "controller", Name: "deferred_requests",
 		Help: "Requests (Normal events) waiting for a spare token of the controller's --kube-api-qps budget while pod work uses it.",
 	}, deferred))
-	r.MustRegister(controller.NewSetStatusCollector(sets), leaderGauge)
+	r.MustRegister(controller.NewSetStatusCollector(sets), leaderGauge, markerGauge, markerFallbackGauge)
 	webhook.RegisterMetrics(r)
 	extender.RegisterMetrics(r)
 }
@@ -183,6 +184,29 @@ func takeoverController(cfg partsConfig, base controller.Config, newOwn func(con
 }
 
 // takeoverGauge is 1 while this replica reconciles apps/v1 DaemonSets.
+// markerGauge and markerFallbackGauge read the daemon-pod marker of this
+// process, which the controller's pods and the pod webhook's stamp share:
+// a replica that is not the leader keeps the marker until it leads and
+// sees a stuck pod itself (placement.TurnOffDaemonResource), so the
+// cluster's state is the leader's series.
+var (
+	markerGauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "everynode", Name: "daemon_resource_marker",
+		Help: "1 while this replica marks daemon pods with the daemon-pod marker resource (--daemon-resource), so that kube-scheduler sends its extender daemon pods only; 0 when configured off or after the fallback (everynode_daemon_resource_fallback).",
+	}, func() float64 { return boolGauge(placement.DaemonResource() != "") })
+	markerFallbackGauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "everynode", Name: "daemon_resource_fallback",
+		Help: "1 after this replica's controller saw a daemon pod that kube-scheduler left Pending for want of the marker (its configuration does not ignore it) and stopped marking daemon pods: ordinary pods again wait for everynode's extender when it hangs. Fix the scheduler's configuration (everynode scheduler-config) and restart everynode.",
+	}, func() float64 { return boolGauge(placement.DaemonResourceFallback()) })
+)
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 var takeoverGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 	Namespace: "everynode", Subsystem: "takeover", Name: "active",
 	Help: "1 while this replica reconciles apps/v1 DaemonSets (--takeover); 0 otherwise, also while it leads but waits for another DaemonSet controller (kube-controller-manager's) to stop.",

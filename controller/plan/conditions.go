@@ -50,11 +50,29 @@ var troubleInfo = [numTroubles]struct {
 }
 
 // markerNotIgnoredWhat is the marker trouble's part of a condition
-// message: what is wrong and the fix, since nothing else will tell.
+// message while the marker is on: what is wrong and the fix, since nothing
+// else will tell. (The controller turns the marker off in the sync that
+// first sees such a pod, before its status, so this shows only for a pod
+// the fallback does not cover: one that does not request the marker.)
 const markerNotIgnoredWhat = "pods Pending because kube-scheduler does not ignore the daemon-pod marker resource " +
 	"(everynode serve --daemon-resource; \"Insufficient\" in the pods' PodScheduled condition): give the scheduler's everynode extender entry " +
 	"managedResources [{name: <the resource>, ignoredByScheduler: true}] (regenerate it with `everynode scheduler-config`) and restart it, " +
 	"or run everynode with --daemon-resource=\"\" and delete these pods, which the controller then makes again without the marker"
+
+// markerReplacedWhat is the marker trouble's part of a condition message
+// once the marker is off: the controller deletes these pods and makes them
+// again without it (PlanNode).
+const markerReplacedWhat = "pods Pending because kube-scheduler does not ignore the daemon-pod marker resource " +
+	"(\"Insufficient\" in the pods' PodScheduled condition): everynode no longer marks the daemon pods it makes " +
+	"and replaces these without the marker"
+
+// what is the trouble's part of a condition message.
+func (t trouble) what() string {
+	if t == troubleMarkerNotIgnored && placement.DaemonResource() == "" {
+		return markerReplacedWhat
+	}
+	return troubleInfo[t].what
+}
 
 // maxNamedInMessage is how many names a condition message lists per
 // trouble; the rest are counted.
@@ -112,7 +130,7 @@ func (ts *troubles) summary() string {
 	var parts []string
 	for t := trouble(0); t < numTroubles; t++ {
 		if ts[t].count > 0 {
-			parts = append(parts, troubleInfo[t].what+": "+ts[t].String())
+			parts = append(parts, t.what()+": "+ts[t].String())
 		}
 	}
 	return strings.Join(parts, "; ")
@@ -123,6 +141,8 @@ func (ts *troubles) summary() string {
 func classify(node *corev1.Node, pod *corev1.Pod, ready bool) trouble {
 	switch {
 	case placement.UnschedulableForDaemonResource(pod, markerName()):
+		// Not only stuck pods (placement.StuckForDaemonResource): the
+		// scheduler's verdict is what the user must read.
 		return troubleMarkerNotIgnored
 	case node != nil && !NodeReady(node):
 		return troubleNodeNotReady
@@ -152,10 +172,11 @@ func classify(node *corev1.Node, pod *corev1.Pod, ready bool) trouble {
 }
 
 // markerName is the daemon-pod marker resource a Pending pod may lack: the
-// installation's, or with the marker now off the default one, which the
-// pods made before it was turned off still request.
+// installation's, even after the controller turned it off
+// (placement.TurnOffDaemonResource), or with the marker configured off the
+// default one, which the pods made by an everynode with it still request.
 func markerName() string {
-	if name := placement.DaemonResource(); name != "" {
+	if name := placement.ConfiguredDaemonResource(); name != "" {
 		return name
 	}
 	return everynodev1alpha1.DefaultDaemonResource

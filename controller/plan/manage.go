@@ -14,6 +14,10 @@ type NodePlan struct {
 	// outside their node's backoff, and both with an event.
 	Failed    []*corev1.Pod
 	Succeeded []*corev1.Pod
+	// Stuck are pods kube-scheduler left Pending for want of the
+	// daemon-pod marker, deleted (with an event) once the marker is off so
+	// that the node gets a pod without it.
+	Stuck []*corev1.Pod
 }
 
 // PlanNode decides, for one node, which pods to create and delete so the
@@ -28,7 +32,13 @@ type NodePlan struct {
 //
 // A node whose only pod is terminating gets no new pod (without surge)
 // until that pod is gone, so a hostPort daemon never overlaps itself.
-func PlanNode(st *NodeState, hash string, surge bool, minReadySeconds int32, now time.Time) NodePlan {
+//
+// With replaceStuck (the marker is off: the controller turned it off, or
+// it was configured off), a pod the scheduler left Pending for want of the
+// marker (placement.StuckForDaemonResource) is deleted like a failed one,
+// and the node gets its new pod, made without the marker, once it is gone.
+// With the marker on it is kept: a new pod would carry the marker too.
+func PlanNode(st *NodeState, hash string, surge bool, minReadySeconds int32, replaceStuck bool, now time.Time) NodePlan {
 	var p NodePlan
 	d := st.Decision
 	exists := len(st.Pods) > 0
@@ -41,6 +51,8 @@ func PlanNode(st *NodeState, hash string, surge bool, minReadySeconds int32, now
 			pod := st.Pods[i]
 			switch {
 			case pod.deleting:
+			case replaceStuck && pod.markerStuck:
+				p.Stuck = append(p.Stuck, pod.Pod)
 			case pod.phase == corev1.PodFailed:
 				p.Failed = append(p.Failed, pod.Pod)
 			case pod.phase == corev1.PodSucceeded:

@@ -350,6 +350,41 @@ func SetReadinessGateInactive(st *everynodev1alpha1.DaemonSetStatus, ds *everyno
 	return &c
 }
 
+// SetDaemonResourceFallback sets or removes the DaemonResourceFallback
+// condition in st: True while fallback (placement.DaemonResourceFallback:
+// the controller turned the daemon-pod marker, resource, off because
+// kube-scheduler does not ignore it). Every set gets it, not only those
+// whose pods were stuck: the protection the marker gave was the whole
+// cluster's. It returns the condition when set.
+func SetDaemonResourceFallback(st *everynodev1alpha1.DaemonSetStatus, fallback bool, resource string, now metav1.Time) *metav1.Condition {
+	if !fallback {
+		meta.RemoveStatusCondition(&st.Conditions, everynodev1alpha1.ConditionDaemonResourceFallback)
+		return nil
+	}
+	c := metav1.Condition{
+		Type:               everynodev1alpha1.ConditionDaemonResourceFallback,
+		Status:             metav1.ConditionTrue,
+		ObservedGeneration: st.ObservedGeneration,
+		LastTransitionTime: now,
+		Reason:             everynodev1alpha1.ReasonDaemonResourceNotIgnored,
+		Message:            DaemonResourceFallbackMessage(resource),
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+	return &c
+}
+
+// DaemonResourceFallbackMessage says what the fallback from the daemon-pod
+// marker resource means and how to undo it, for the condition, the event
+// and the log.
+func DaemonResourceFallbackMessage(resource string) string {
+	return fmt.Sprintf("kube-scheduler does not ignore the daemon-pod marker resource %s (daemon pods stayed Pending with \"Insufficient %s\"), "+
+		"so everynode stopped marking daemon pods and replaces the stuck ones without it; ordinary pods again wait for everynode's "+
+		"scheduler extender when everynode hangs, wherever kube-scheduler calls the extender for every pod. To restore the protection, "+
+		"regenerate the scheduler configuration with `everynode scheduler-config` (managedResources [{name: %s, ignoredByScheduler: true}]), "+
+		"restart kube-scheduler, then restart everynode; or keep the marker off for good with scheduler.daemonResource=\"\" "+
+		"(everynode serve --daemon-resource=\"\")", resource, resource, resource)
+}
+
 // MarkerNotIgnoredAppeared returns cur's Available condition when it
 // reports that kube-scheduler does not ignore the daemon-pod marker and
 // old's did not: the moment for a Warning event, once, not on every

@@ -50,6 +50,10 @@ type DaemonPod struct {
 	InPlace     *placement.InPlaceUpdate
 	inPlaceDone bool
 	inPlaceAt   time.Time
+	// markerStuck is whether the scheduler left the pod Pending for want
+	// of the daemon-pod marker it requests (placement.StuckForDaemonResource
+	// with markerName).
+	markerStuck bool
 }
 
 func newDaemonPod(pod *corev1.Pod) DaemonPod {
@@ -66,6 +70,9 @@ func newDaemonPod(pod *corev1.Pod) DaemonPod {
 	if u, ok := placement.InPlaceUpdateOf(pod); ok {
 		p.InPlace = &u
 		p.inPlaceDone, p.inPlaceAt = placement.InPlaceDone(pod, &u)
+	}
+	if p.phase == corev1.PodPending {
+		p.markerStuck = placement.StuckForDaemonResource(pod, markerName())
 	}
 	return p
 }
@@ -123,6 +130,23 @@ func (p *DaemonPod) availableAt(minReadySeconds int32) (time.Time, bool) {
 		at = p.gateSince.Add(minReady)
 	}
 	return at, true
+}
+
+// StuckForMarker returns the first of the set's pods that kube-scheduler
+// left Pending for want of the daemon-pod marker
+// (placement.StuckForDaemonResource), and how many there are: while the
+// marker is on, the sign that the scheduler does not ignore it, and the
+// pods the manage step deletes once it is off (PlanNode).
+func (v *View) StuckForMarker() (first *corev1.Pod, n int) {
+	for _, p := range v.Pods {
+		if p.markerStuck {
+			if first == nil {
+				first = p.Pod
+			}
+			n++
+		}
+	}
+	return first, n
 }
 
 // NodeState is what one sync knows about one node: whether the set should

@@ -127,6 +127,29 @@ const (
 	// startup taint (--startup-taint). Its message says what to change. It
 	// is absent otherwise.
 	ConditionNodeReadinessGateInactive = "NodeReadinessGateInactive"
+	// ConditionDaemonResourceFallback is True, with reason
+	// ReasonDaemonResourceNotIgnored, while the everynode controller no
+	// longer marks daemon pods: it was configured with the daemon-pod
+	// marker (everynode serve --daemon-resource), saw a daemon pod
+	// kube-scheduler left Pending for want of it ("Insufficient
+	// everynode.io/daemon": the scheduler's configuration does not ignore
+	// it, or has no everynode extender at all), and turned the marker off
+	// rather than leave every new daemon pod Pending. It deletes the pods
+	// made with the marker that are stuck so (each with a Warning event,
+	// within the same request budget and expectations as every other
+	// delete), and makes them again without it. The price: kube-scheduler
+	// calls the extender for every pod again where its configuration names
+	// the extender without managedResources, so every pod of the cluster
+	// waits for everynode when it hangs. The message says how to get the
+	// protection back: regenerate the scheduler's configuration with
+	// `everynode scheduler-config` and restart everynode (or turn the
+	// marker off for good, chart value scheduler.daemonResource=""). The
+	// fallback lasts as long as the everynode process: a restart or a new
+	// leader starts with the marker on and falls back again, after one
+	// scheduling attempt of the pods it makes first, if the scheduler is
+	// still not fixed. It is absent otherwise; NodeReadinessGateInactive,
+	// which assumes the marker, is absent while it is True.
+	ConditionDaemonResourceFallback = "DaemonResourceFallback"
 )
 
 // Reasons of the Progressing and Available conditions. They are API: users,
@@ -179,7 +202,11 @@ const (
 	// configuration does not list the resource in the extender's
 	// managedResources with ignoredByScheduler. The most telling reason of
 	// all, since no daemon pod schedules until it is fixed; also the reason
-	// of the Warning event recorded when it appears.
+	// of the Warning event recorded when it appears, and of the
+	// DaemonResourceFallback condition. The controller turns the marker off
+	// when it sees such a pod and replaces the pods stuck so (see
+	// ConditionDaemonResourceFallback; its event StoppedMarkingDaemonPods
+	// then stands for this one), so this reason lasts until they are gone.
 	ReasonDaemonResourceNotIgnored = "DaemonResourceNotIgnored"
 
 	// Reasons of a condition that is False (or of a rollout that waits),
