@@ -57,8 +57,8 @@ rules-check: tools ## promtool check and test the chart's alert rules (charts/ev
 	HELM=$(E2E_BIN)/helm PROMTOOL=$(E2E_BIN)/promtool charts/everynode/ci/rules-check.sh
 
 .PHONY: cluster
-cluster: tools build ## Start a local kwok cluster with everynode installed (.e2e/kubeconfig)
-	e2e/hack/cluster.sh up
+cluster: tools build ## Start a local cluster with everynode installed (.e2e/kubeconfig); a real node where the machine allows (REAL_NODE=0: kwok only)
+	REAL_NODE=$${REAL_NODE:-auto} e2e/hack/cluster.sh up
 
 .PHONY: cluster-down
 cluster-down: ## Stop everything `make cluster` started
@@ -74,7 +74,7 @@ e2e-real-node: tools build ## The real node's scenarios: the chart's Deployment 
 
 .PHONY: demo
 demo: tools build ## The newcomer's tour: a local cluster, a DaemonSet, a new node, a rollout
-	e2e/hack/cluster.sh demo
+	REAL_NODE=$${REAL_NODE:-auto} e2e/hack/cluster.sh demo
 
 .PHONY: bench
 bench: tools build ## everynode against the built-in DaemonSet controller (NODES=1000)

@@ -80,10 +80,10 @@ func (c *Cluster) nodePath(parts ...string) string {
 
 func (c *Cluster) containerdSocket() string { return c.nodePath("containerd.sock") }
 
-// realNodeMissing says what this machine lacks for a real node, or ""
+// RealNodeMissing says what this machine lacks for a real node, or ""
 // when it has everything: root, runc and iptables (Debian's, installed by
 // .ci/run), the tools tools.sh builds, and overlayfs.
-func (c *Cluster) realNodeMissing() string {
+func (c *Cluster) RealNodeMissing() string {
 	if os.Geteuid() != 0 {
 		return "not root"
 	}
@@ -119,7 +119,7 @@ func lookPath(name string) (string, error) {
 // The control plane must run, made with Settings.RealNode.
 func (c *Cluster) StartRealNode(ctx context.Context) error {
 	start := time.Now()
-	if why := c.realNodeMissing(); why != "" {
+	if why := c.RealNodeMissing(); why != "" {
 		return fmt.Errorf("no real node on this machine: %s", why)
 	}
 	// Whatever an earlier run left (a crash, a kill) goes first.

@@ -231,11 +231,15 @@ func (c *Cluster) Up(ctx context.Context, s Settings, o UpOptions) error {
 		return err
 	}
 	c.say("cluster up in %s", time.Since(start).Round(time.Second))
+	where := fmt.Sprintf("everynode log: %s    metrics: http://127.0.0.1:%d/metrics", c.EverynodeLog(), c.HealthPort)
+	if s.RealNode {
+		where = fmt.Sprintf("everynode runs in the chart's Deployment on node %s: kubectl -n %s logs deploy/%s", RealNodeName, c.Namespace, c.Release)
+	}
 	fmt.Fprintf(c.Log, `  export KUBECONFIG=%s PATH=%s:$PATH
   kubectl get nodes; kubectl get eds -A
-  everynode log: %s    metrics: http://127.0.0.1:%d/metrics
+  %s
   stop it all: make cluster-down
-`, c.Kubeconfig(), c.Bin(), c.EverynodeLog(), c.HealthPort)
+`, c.Kubeconfig(), c.Bin(), where)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"everynode.io/e2e/cluster"
+	"everynode.io/e2e/images"
 )
 
 // runDemo is `make demo`, the newcomer's tour of everynode, on a local
@@ -40,10 +41,28 @@ func runDemo(ctx context.Context, root string, args []string) error {
 		os.Setenv("KUBECONFIG", given)
 		say("using the cluster of KUBECONFIG=%s (everynode must be installed there)", given)
 	} else {
-		say("1/6 starting a local cluster: real control plane, %d kwok nodes, everynode installed by Helm", s.Nodes)
+		realNodeIfPossible(c, &s)
+		if s.RealNode {
+			say("1/6 starting a local cluster: real control plane, %d kwok nodes and a real node (kubelet, containerd), everynode's image installed by Helm", s.Nodes)
+		} else {
+			say("1/6 starting a local cluster: real control plane, %d kwok nodes, everynode installed by Helm", s.Nodes)
+		}
 		fmt.Println("    (the first run compiles the control plane from source: ~20 minutes on 2 cores)")
 		if err := c.Up(ctx, s, cluster.UpOptions{}); err != nil {
 			return err
+		}
+		if s.RealNode {
+			// The example's image cannot be pulled here: the real node gets
+			// the test daemon under its tags (IfNotPresent finds it).
+			fmt.Println("    (the real node runs e2e/cmd/testdaemon tagged as the example's fluentd images: nothing is pulled)")
+			bin := filepath.Join(c.NodeDir(), "bin", "testdaemon")
+			for _, tag := range []string{"v5.0.1", "v5.0.2"} {
+				spec := images.Spec{Tag: "quay.io/fluentd_elasticsearch/fluentd:" + tag, Binary: bin, Path: "/testdaemon",
+					Entrypoint: []string{"/testdaemon"}, User: "65532:65532", Env: []string{"VERSION=" + tag}}
+				if err := c.ImportImage(ctx, spec); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	kubectl := func(args ...string) error { return runTool(ctx, root, nil, append([]string{"kubectl"}, args...)...) }
@@ -110,10 +129,17 @@ func runDemo(ctx context.Context, root string, args []string) error {
   kubectl describe eds %[4]s -n %[5]s        # conditions say why a rollout waits
   kubectl get pod -n %[5]s -l name=%[4]s -o yaml | grep -A8 affinity   # the node pinning
   kubectl everynode rollout --help        # status, history, undo, restart, pause, resume
-  curl -s http://127.0.0.1:%[6]d/metrics | grep ^everynode_
+`, os.Getenv("KUBECONFIG"), c.Bin(), filepath.Join(root, "bin"), set, ns)
+	if s.RealNode {
+		fmt.Printf(`  kubectl -n %[1]s logs deploy/%[2]s      # everynode's log (its two replicas run on the real node)
+  kubectl -n %[3]s get pods -l name=%[4]s -o wide   # the pod on %[5]s is a real container: kubectl logs, exec
+`, c.Namespace, c.Release, ns, set, cluster.RealNodeName)
+	} else {
+		fmt.Printf(`  curl -s http://127.0.0.1:%d/metrics | grep ^everynode_
   tail -f .e2e/logs/everynode.log
-  make cluster-down                       # stop it all
-`, os.Getenv("KUBECONFIG"), c.Bin(), filepath.Join(root, "bin"), set, ns, c.HealthPort)
+`, c.HealthPort)
+	}
+	fmt.Println("  make cluster-down                       # stop it all")
 	return nil
 }
 

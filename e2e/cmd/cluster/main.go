@@ -101,6 +101,7 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		if verb == "up" {
+			realNodeIfPossible(c, &s)
 			return c.Up(ctx, s, o)
 		}
 		return c.UpControlPlane(ctx, s, o)
@@ -180,7 +181,8 @@ func settingsFromEnv() (cluster.Settings, error) {
 		TakeoverKCMControllers: os.Getenv("TAKEOVER_KCM_CONTROLLERS"),
 		EverynodeArgs:          strings.Fields(os.Getenv("EVERYNODE_ARGS")),
 		HelmArgs:               strings.Fields(os.Getenv("EXTRA_HELM_ARGS")),
-		RealNode:               os.Getenv("REAL_NODE") == "1",
+		// REAL_NODE=auto is resolved by realNodeIfPossible.
+		RealNode: os.Getenv("REAL_NODE") == "1",
 	}
 	if v := os.Getenv("NODES"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -190,6 +192,20 @@ func settingsFromEnv() (cluster.Settings, error) {
 		s.Nodes = n
 	}
 	return s, nil
+}
+
+// realNodeIfPossible turns the real node on for REAL_NODE=auto (what
+// `make cluster` and `make demo` ask for) where this machine can run one,
+// and says in one line why not where it cannot.
+func realNodeIfPossible(c *cluster.Cluster, s *cluster.Settings) {
+	if os.Getenv("REAL_NODE") != "auto" {
+		return
+	}
+	if why := c.RealNodeMissing(); why != "" {
+		fmt.Printf("no real node here (%s): everynode runs as a process on this host, daemon pods on kwok nodes only\n", why)
+		return
+	}
+	s.RealNode = true
 }
 
 // repoRoot is the checkout this command was built in: EVERYNODE_ROOT, or
