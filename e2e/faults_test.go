@@ -503,8 +503,8 @@ func burstBound(t *testing.T, ns, prefix string, n int, sel map[string]string) t
 // entry names the marker in managedResources, never calls everynode for
 // them. The bound: a burst of 50 ordinary pods while everynode hangs is
 // bound within 1.5 times the same burst through a kube-scheduler with no
-// extender configured, measured in the same test, plus a small constant
-// for a loaded machine (before the marker, every pod waited for the
+// extender configured, measured in the same test, plus one second for a
+// loaded machine (before the marker, every pod waited for the
 // extender's filter and prioritize timeouts: 10 s a pod). Daemon pods
 // carry the marker, stay on their own nodes, and a node that joins
 // meanwhile gets its daemon pod once everynode runs again (SIGCONT).
@@ -568,9 +568,11 @@ func TestEverynodeHangs(t *testing.T) {
 	resume()
 	t.Logf("%d ordinary pods bound in %.1fs with no extender, %.1fs with everynode up, %.1fs with everynode stopped",
 		burst, none.Seconds(), up.Seconds(), hung.Seconds())
-	// The constant is for a loaded machine, not the bound: before the
-	// marker each pod of the burst waited for the extender's timeouts.
-	const slack = 3 * time.Second
+	// The constant is for a loaded machine, not the bound: the bursts take
+	// under a second here, where a busy machine's jitter is of that size;
+	// a pod that waits for the extender at all costs its 1 s timeout, 50 s
+	// for the burst (before the marker: 10 s a pod).
+	const slack = time.Second
 	if limit := none*3/2 + slack; hung > limit {
 		t.Errorf("with everynode stopped %d ordinary pods took %s to be bound, against %s with no extender: more than 1.5x + %s (%s)", burst, hung, none, slack, limit)
 	}
