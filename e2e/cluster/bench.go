@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -279,25 +278,7 @@ func (c *Cluster) ScaleNodes(ctx context.Context, n int, timeout time.Duration) 
 	if err := c.run(ctx, true, c.Tool("kwokctl"), "-v=WARN", "--name", c.Name, "scale", "node", "--replicas", strconv.Itoa(n)); err != nil {
 		return err
 	}
-	kube, err := c.Client()
-	if err != nil {
-		return err
-	}
-	return c.poll(ctx, fmt.Sprintf("%d nodes Ready", n), time.Second, timeout, func(ctx context.Context) (bool, error) {
-		list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return false, nil
-		}
-		ready := 0
-		for i := range list.Items {
-			for _, cond := range list.Items[i].Status.Conditions {
-				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-					ready++
-				}
-			}
-		}
-		return ready >= n, nil
-	})
+	return c.waitNodesReady(ctx, n, timeout, metav1.ListOptions{ResourceVersion: "0"})
 }
 
 // NoExtenderSchedulerPort is the secure port of the bench's second

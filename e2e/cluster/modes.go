@@ -132,7 +132,7 @@ func (c *Cluster) SetTakeover(ctx context.Context, on bool) error {
 // RestartAPIServer stops kube-apiserver, waits pause, starts it again with
 // the same command line and waits for /readyz. etcd keeps the data.
 func (c *Cluster) RestartAPIServer(ctx context.Context, pause time.Duration) error {
-	if err := c.restartComponent(KubeAPIServer, pause); err != nil {
+	if _, err := c.restartComponent(KubeAPIServer, pause); err != nil {
 		return err
 	}
 	return c.waitAPIServer(ctx)
@@ -141,7 +141,8 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, pause time.Duration) err
 // RestartKCM restarts kube-controller-manager with flags (--flag=value)
 // in place of its own.
 func (c *Cluster) RestartKCM(flags ...string) error {
-	return c.restartComponent(KubeControllerManager, 0, flags...)
+	_, err := c.restartComponent(KubeControllerManager, 0, flags...)
+	return err
 }
 
 // RestartScheduler writes kube-scheduler's configuration (with the
@@ -181,12 +182,13 @@ func (c *Cluster) RestartScheduler(ctx context.Context, ext SchedulerExtender) e
 	if err := os.WriteFile(filepath.Join(c.KwokDir(), "scheduler.yaml"), cfg, 0o644); err != nil {
 		return err
 	}
-	if err := c.restartComponent(KubeScheduler, 0); err != nil {
-		return err
-	}
-	port, err := c.componentPort(KubeScheduler)
+	argv, err := c.restartComponent(KubeScheduler, 0)
 	if err != nil {
 		return err
+	}
+	port := flagValue(argv, "secure-port")
+	if port == "" {
+		return fmt.Errorf("kube-scheduler was started with no --secure-port: %q", argv)
 	}
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
 	// Two minutes: once, under make check's load, a restarted

@@ -130,28 +130,35 @@ const (
 // flags in place of the component's own --flag=, or added. kwokctl's
 // binary runtime has no command for one component, so the command line
 // and working folder are read from /proc.
-func (c *Cluster) restartComponent(name Component, pause time.Duration, flags ...string) error {
+//
+// It returns the command line it started, which callers read flags from
+// rather than /proc: once, in make check, /proc of the new process showed
+// no --secure-port although the process had it.
+func (c *Cluster) restartComponent(name Component, pause time.Duration, flags ...string) ([]string, error) {
 	pidFile := filepath.Join(c.KwokDir(), "pids", string(name)+".pid")
 	pid, err := readPID(pidFile)
 	if err != nil || pid == 0 {
-		return fmt.Errorf("%s is not running (pid file %s): %v", name, pidFile, err)
+		return nil, fmt.Errorf("%s is not running (pid file %s): %v", name, pidFile, err)
 	}
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
-		return fmt.Errorf("command line of %s: %w", name, err)
+		return nil, fmt.Errorf("command line of %s: %w", name, err)
 	}
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 	if err != nil {
-		return fmt.Errorf("working folder of %s: %w", name, err)
+		return nil, fmt.Errorf("working folder of %s: %w", name, err)
 	}
 	argv := withFlags(strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00"), flags)
+	if argv[0] == "" {
+		return nil, fmt.Errorf("%s (pid %d) has an empty command line: it is exiting", name, pid)
+	}
 	stop(pid, 30*time.Second)
 	time.Sleep(pause)
 	pid, err = startDetached(cwd, filepath.Join(c.KwokDir(), "logs", string(name)+".log"), argv)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return writePID(pidFile, pid)
+	return argv, writePID(pidFile, pid)
 }
 
 // withFlags returns argv with each --flag=value of flags in place of any
@@ -171,22 +178,14 @@ func withFlags(argv, flags []string) []string {
 	return out
 }
 
-// componentPort is a component's --secure-port, read from its command line.
-func (c *Cluster) componentPort(name Component) (string, error) {
-	pid, err := readPID(filepath.Join(c.KwokDir(), "pids", string(name)+".pid"))
-	if err != nil {
-		return "", err
-	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return "", err
-	}
-	for _, a := range bytes.Split(raw, []byte{0}) {
-		if v, ok := strings.CutPrefix(string(a), "--secure-port="); ok {
-			return v, nil
+// flagValue is the value of --name= in argv, "" when it has none.
+func flagValue(argv []string, name string) string {
+	for _, a := range argv {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
 		}
 	}
-	return "", fmt.Errorf("%s has no --secure-port", name)
+	return ""
 }
 
 // run runs a tool to its end, its output to the cluster's log writer
