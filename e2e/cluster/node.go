@@ -127,7 +127,16 @@ func (c *Cluster) StartRealNode(ctx context.Context) error {
 		return err
 	}
 	if _, err := net.InterfaceByName(RealNodeBridge); err == nil {
-		return fmt.Errorf("no real node: the bridge %s is there already, another cluster's real node may run (one at a time: make cluster-down, or CLUSTER_NAME=... e2e/hack/cluster.sh down)", RealNodeBridge)
+		// Another cluster's kubelet holds its port on the bridge; a bridge
+		// with none is what a killed run left, and goes.
+		ln, err := net.Listen("tcp", net.JoinHostPort(RealNodeIP, "10250"))
+		if err != nil {
+			return fmt.Errorf("no real node: another cluster's real node runs on the bridge %s (one at a time: make cluster-down, or CLUSTER_NAME=... e2e/hack/cluster.sh down)", RealNodeBridge)
+		}
+		ln.Close()
+		if err := c.run(ctx, true, "ip", "link", "del", RealNodeBridge); err != nil {
+			return err
+		}
 	}
 	for _, d := range []string{"bin", "images", "cni/net.d", "cni/ipam", "containerd/root", "containerd/state", "kubelet", "pki"} {
 		if err := os.MkdirAll(c.nodePath(d), 0o755); err != nil {
@@ -252,6 +261,7 @@ func (c *Cluster) StopRealNode(ctx context.Context) error {
 		_ = c.run(ctx, true, c.Tool("kube-proxy"), "--cleanup", "--v=0")
 	}
 	errs = append(errs, stopPIDFile(c.nodePath("kubelet.pid")))
+	removeKubeletChains(ctx, c)
 	if pid, _ := readPID(c.nodePath("containerd.pid")); pid > 0 && alive(pid) {
 		c.killContainers(ctx)
 	}
@@ -265,6 +275,29 @@ func (c *Cluster) StopRealNode(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// removeKubeletChains removes the chains the kubelet and kube-proxy add
+// to the host's tables and leave when they stop (kube-proxy --cleanup
+// removes its own Service chains): KUBE-FIREWALL (hooked into INPUT and
+// OUTPUT), the canaries watched for a flush of the tables, and the hint
+// of which iptables mode is in use.
+func removeKubeletChains(ctx context.Context, c *Cluster) {
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		path, err := lookPath(tool)
+		if err != nil {
+			continue
+		}
+		for _, hook := range []string{"INPUT", "OUTPUT"} {
+			_ = c.run(ctx, true, path, "-t", "filter", "-D", hook, "-j", "KUBE-FIREWALL")
+		}
+		for _, table := range []string{"filter", "nat", "mangle"} {
+			for _, chain := range []string{"KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT"} {
+				_ = c.run(ctx, true, path, "-t", table, "-F", chain)
+				_ = c.run(ctx, true, path, "-t", table, "-X", chain)
+			}
+		}
+	}
 }
 
 // killContainers kills and deletes every task and container of
