@@ -395,6 +395,10 @@ func extenderCalls(t *testing.T) float64 {
 // it.
 func TestSecondScheduler(t *testing.T) {
 	chart := filepath.Join(harness.Root, "charts", "everynode")
+	var oldPods []string
+	for _, p := range everynodePods(t) {
+		oldPods = append(oldPods, p.Name)
+	}
 	_, err := helm("upgrade", harness.Release, chart, "--reuse-values", "--set", "scheduler.enabled=true", "--wait", "--timeout", "3m")
 	step(t, err)
 	t.Cleanup(func() {
@@ -405,6 +409,11 @@ func TestSecondScheduler(t *testing.T) {
 	eventually(t, settle, "everynode's replicas to name the second scheduler", func() (bool, string, error) {
 		return rolledWith(t, "--scheduler-name="+name)
 	})
+	// The new scheduler starts while the Deployment rolls and may first
+	// connect to a replica about to go, whose counts this test cannot
+	// read once it has gone: the calls are counted after the old
+	// replicas have gone (their stop closes its connections).
+	goneAll(t, oldPods)
 	before := extenderCalls(t)
 
 	ns := newNamespace(t)
