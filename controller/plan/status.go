@@ -335,16 +335,27 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, t *tally, pol *
 // condition when set.
 func SetReadinessGateInactive(st *everynodev1alpha1.DaemonSetStatus, ds *everynodev1alpha1.DaemonSet, mode placement.GateMode, now metav1.Time) *metav1.Condition {
 	if !ds.Spec.NodeReadinessGate || mode != placement.GateInactive {
-		meta.RemoveStatusCondition(&st.Conditions, everynodev1alpha1.ConditionNodeReadinessGateInactive)
+		return setWarning(st, everynodev1alpha1.ConditionNodeReadinessGateInactive, "", "", now)
+	}
+	return setWarning(st, everynodev1alpha1.ConditionNodeReadinessGateInactive, everynodev1alpha1.ReasonExtenderSeesDaemonPodsOnly,
+		"spec.nodeReadinessGate "+placement.GateInactiveMessage(), now)
+}
+
+// setWarning sets a True condition of type in st with reason and message,
+// or removes it when reason is "", and returns it when set: the shape of
+// the conditions that only warn (they hold nothing back).
+func setWarning(st *everynodev1alpha1.DaemonSetStatus, typ, reason, message string, now metav1.Time) *metav1.Condition {
+	if reason == "" {
+		meta.RemoveStatusCondition(&st.Conditions, typ)
 		return nil
 	}
 	c := metav1.Condition{
-		Type:               everynodev1alpha1.ConditionNodeReadinessGateInactive,
+		Type:               typ,
 		Status:             metav1.ConditionTrue,
 		ObservedGeneration: st.ObservedGeneration,
 		LastTransitionTime: now,
-		Reason:             everynodev1alpha1.ReasonExtenderSeesDaemonPodsOnly,
-		Message:            "spec.nodeReadinessGate " + placement.GateInactiveMessage(),
+		Reason:             reason,
+		Message:            message,
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
 	return &c
@@ -358,19 +369,10 @@ func SetReadinessGateInactive(st *everynodev1alpha1.DaemonSetStatus, ds *everyno
 // cluster's. It returns the condition when set.
 func SetDaemonResourceFallback(st *everynodev1alpha1.DaemonSetStatus, fallback bool, resource string, now metav1.Time) *metav1.Condition {
 	if !fallback {
-		meta.RemoveStatusCondition(&st.Conditions, everynodev1alpha1.ConditionDaemonResourceFallback)
-		return nil
+		return setWarning(st, everynodev1alpha1.ConditionDaemonResourceFallback, "", "", now)
 	}
-	c := metav1.Condition{
-		Type:               everynodev1alpha1.ConditionDaemonResourceFallback,
-		Status:             metav1.ConditionTrue,
-		ObservedGeneration: st.ObservedGeneration,
-		LastTransitionTime: now,
-		Reason:             everynodev1alpha1.ReasonDaemonResourceNotIgnored,
-		Message:            DaemonResourceFallbackMessage(resource),
-	}
-	meta.SetStatusCondition(&st.Conditions, c)
-	return &c
+	return setWarning(st, everynodev1alpha1.ConditionDaemonResourceFallback, everynodev1alpha1.ReasonDaemonResourceNotIgnored,
+		DaemonResourceFallbackMessage(resource), now)
 }
 
 // DaemonResourceFallbackMessage says what the fallback from the daemon-pod
@@ -413,20 +415,10 @@ func MarkerNotIgnoredAppeared(old, cur *everynodev1alpha1.DaemonSetStatus) *meta
 // when set.
 func SetWebhooksSkipped(st *everynodev1alpha1.DaemonSetStatus, ds *everynodev1alpha1.DaemonSet, skipped bool, now metav1.Time) *metav1.Condition {
 	if !skipped || len(ds.Spec.NodeOverrides) == 0 {
-		meta.RemoveStatusCondition(&st.Conditions, everynodev1alpha1.ConditionWebhooksSkipped)
-		return nil
+		return setWarning(st, everynodev1alpha1.ConditionWebhooksSkipped, "", "", now)
 	}
-	c := metav1.Condition{
-		Type:               everynodev1alpha1.ConditionWebhooksSkipped,
-		Status:             metav1.ConditionTrue,
-		ObservedGeneration: st.ObservedGeneration,
-		LastTransitionTime: now,
-		Reason:             everynodev1alpha1.ReasonNodeOverridesUnchecked,
-		Message: fmt.Sprintf("spec.nodeOverrides (%d) are applied but were not checked when the set was stored: the everynode webhooks skip namespace %s "+
-			"so that an everynode outage cannot block it; an override that does not apply, or that changes tolerations, nodeSelector or node affinity, "+
-			"fails each pod create (FailedCreate events) instead of the set's update; move the set to another namespace to have them checked",
-			len(ds.Spec.NodeOverrides), ds.Namespace),
-	}
-	meta.SetStatusCondition(&st.Conditions, c)
-	return &c
+	return setWarning(st, everynodev1alpha1.ConditionWebhooksSkipped, everynodev1alpha1.ReasonNodeOverridesUnchecked, fmt.Sprintf("spec.nodeOverrides (%d) are applied but were not checked when the set was stored: the everynode webhooks skip namespace %s "+
+		"so that an everynode outage cannot block it; an override that does not apply, or that changes tolerations, nodeSelector or node affinity, "+
+		"fails each pod create (FailedCreate events) instead of the set's update; move the set to another namespace to have them checked",
+		len(ds.Spec.NodeOverrides), ds.Namespace), now)
 }
