@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // The real node: a kubelet with containerd, runc and the CNI bridge on this
@@ -99,6 +100,8 @@ func (c *Cluster) RealNodeMissing() string {
 	return ""
 }
 
+// lookPath finds a Debian tool in the system folders, which a CI job's
+// PATH may leave out (runc and iptables live in /usr/sbin).
 func lookPath(name string) (string, error) {
 	for _, dir := range []string{"/usr/sbin", "/usr/bin", "/sbin", "/bin"} {
 		p := filepath.Join(dir, name)
@@ -292,16 +295,11 @@ func (c *Cluster) writeNodeFiles() error {
 
 // apiServerURL is the server of the admin kubeconfig.
 func (c *Cluster) apiServerURL() (string, error) {
-	b, err := os.ReadFile(c.Kubeconfig())
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "server:" {
-			return f[1], nil
-		}
-	}
-	return "", fmt.Errorf("no server in %s", c.Kubeconfig())
+	return cfg.Host, nil
 }
 
 func nodeKubeconfig(server, caFile, pair string) string {
