@@ -13,8 +13,6 @@ import (
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/index"
 	"everynode.io/everynode/placement"
-
-	"everynode.io/everynode/controller/plan"
 )
 
 func (c *Controller) addNode(logger klog.Logger, obj interface{}) {
@@ -40,10 +38,11 @@ func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
 		logger.V(4).Info("Queuing node update", "node", klog.KObj(curNode))
 		c.nodeQueue.Add(curNode.Name)
 	}
-	if plan.NodeReady(oldNode) != plan.NodeReady(curNode) {
-		// Readiness does not change eligibility (as upstream), but status
-		// conditions name NotReady nodes: the sets with a pod there need a
-		// new status.
+	if placement.LifecycleChangeMatters(oldNode, curNode) {
+		// Readiness, a drain or a shutdown do not change eligibility (as
+		// upstream), but they change the node's lifecycle class, which the
+		// rolling update and the status read, and status conditions name
+		// NotReady nodes: the sets with a pod there need a new sync.
 		c.enqueueSetsWithPodsOn(logger, curNode.Name)
 	}
 }

@@ -90,12 +90,16 @@ func lastExitCode(pod *corev1.Pod) (int32, bool) {
 // restarted more than MaxRestarts times and it is at most RestartWindow
 // old (restarts long after the update say nothing about the update), or
 // when it is not available deadline after its creation. Only the nodes
-// the rollout is about count: those that should run the set.
+// the rollout is about count: those that should run the set and serve.
+// A node the lifecycle rule skips is not judged, except one that turned
+// unreachable soon after its pod of the update revision arrived
+// (placement.Lifecycle.FailedAfterUpdate): skipping it would let a
+// revision that takes its nodes down roll on to all of them.
 func failingPods(v *View, rules placement.FailurePolicy, deadline time.Duration) (failing []failingPod, next time.Time) {
 	minReady := v.DS.Spec.MinReadySeconds
 	for i := range v.Nodes {
 		st := &v.Nodes[i]
-		if st.Node == nil || !st.Decision.ShouldRun {
+		if st.Node == nil || (!st.Decision.ShouldRun && !st.Phase.Class.Skipped()) {
 			continue
 		}
 		newPod, _, ok := splitByRevision(st.Pods, v.Hash)
@@ -107,6 +111,13 @@ func failingPods(v *View, rules placement.FailurePolicy, deadline time.Duration)
 		since, restartsBefore := newPod.CreationTimestamp.Time, int32(0)
 		if u := newPod.InPlace; u != nil {
 			since, restartsBefore = u.Time, u.Restarts
+		}
+		if st.Phase.Class.Skipped() {
+			if v.Lifecycle.FailedAfterUpdate(st.Phase, since) {
+				failing = append(failing, failingPod{node: st.Name, pod: newPod.Name,
+					state: fmt.Sprintf("node unreachable %s after the pod arrived: %s", st.Phase.Since.Sub(since).Truncate(time.Second), st.Phase.Reason)})
+			}
+			continue
 		}
 		age := v.Now.Sub(since)
 		available := newPod.available(minReady, v.Now)

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"everynode.io/everynode/placement"
 )
 
 // NodePlan is what the manage step wants done on one node.
@@ -38,6 +40,10 @@ type NodePlan struct {
 // marker (placement.StuckForDaemonResource) is deleted like a failed one,
 // and the node gets its new pod, made without the marker, once it is gone.
 // With the marker on it is kept: a new pod would carry the marker too.
+//
+// A node shutting down (placement.NodeShuttingDown) gets no new pod: its
+// kubelet rejects every pod it is given, and upstream's loop of create,
+// reject, create would go on until the node is gone.
 func PlanNode(st *NodeState, hash string, surge bool, minReadySeconds int32, replaceStuck bool, now time.Time) NodePlan {
 	var p NodePlan
 	d := st.Decision
@@ -103,6 +109,9 @@ func PlanNode(st *NodeState, hash string, surge bool, minReadySeconds int32, rep
 				p.Delete = append(p.Delete, st.Pods[i].Pod)
 			}
 		}
+	}
+	if st.Phase.Class == placement.NodeShuttingDown {
+		p.Create = false
 	}
 	return p
 }

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"everynode.io/everynode/placement"
 )
 
 // hold says why the rolling update leaves a node's old pod alone.
@@ -35,7 +37,10 @@ type Policy struct {
 	// canary is nil when every node may be updated.
 	canary labels.Selector
 	// keep is how many nodes the partition keeps on an old revision.
-	keep                     int
+	keep int
+	// desired counts the serving nodes that should run the set: the
+	// limits scale to them, since the nodes the lifecycle rule skips
+	// neither consume nor block the budget (placement.NodeClass).
 	desired                  int
 	MaxSurge, MaxUnavailable int
 }
@@ -43,7 +48,8 @@ type Policy struct {
 // newRolloutPolicy reads v's strategy against v's verdict.
 func newPolicy(v *View) *Policy {
 	s := &v.Strategy
-	p := &Policy{desired: v.desiredCount()}
+	all, serving := v.desiredCount()
+	p := &Policy{desired: serving}
 	if !s.RollingUpdate() {
 		p.onDelete = true
 		return p
@@ -54,7 +60,9 @@ func newPolicy(v *View) *Policy {
 	if p.MaxSurge, p.MaxUnavailable, err = s.Limits(p.desired); err != nil {
 		errs = append(errs, err)
 	}
-	if p.keep, err = s.Kept(p.desired); err != nil {
+	// The partition counts every node, as the user does: `partition: 2`
+	// keeps two nodes old, skipped or not.
+	if p.keep, err = s.Kept(all); err != nil {
 		errs = append(errs, err)
 	}
 	if s.NodeSelector != nil {
@@ -72,24 +80,34 @@ func newPolicy(v *View) *Policy {
 // nodes old when a kept node's pod is recreated new or a node joins, and
 // choosing by name makes the choice stable from sync to sync. It is read
 // from each view the sync reads, since the manage step may have changed
-// which nodes run only an old pod.
+// which nodes run only an old pod. A node the lifecycle rule skips stays
+// old anyway: it counts toward the partition first, so the user's
+// `partition` nodes stay old, not more.
 func (p *Policy) keptNodes(v *View) map[string]bool {
 	if p.keep == 0 || p.onDelete || p.Invalid != nil {
 		return nil
 	}
 	var old []string
+	keep := p.keep
 	for i := range v.Nodes {
 		st := &v.Nodes[i]
 		if st.Node == nil {
 			continue
 		}
 		if newPod, oldPod, ok := splitByRevision(st.Pods, v.Hash); ok && oldPod != nil && newPod == nil {
+			if st.Phase.Class.Skipped() {
+				keep--
+				continue
+			}
 			old = append(old, st.Name)
 		}
 	}
+	if keep <= 0 {
+		return nil
+	}
 	sort.Strings(old)
-	kept := make(map[string]bool, p.keep)
-	for _, n := range old[max(0, len(old)-p.keep):] {
+	kept := make(map[string]bool, keep)
+	for _, n := range old[max(0, len(old)-keep):] {
 		kept[n] = true
 	}
 	return kept
@@ -105,6 +123,8 @@ func (v *View) holdOf(st *NodeState) hold {
 		return holdInvalid
 	case p.paused:
 		return holdPaused
+	case st.Phase.Class.Skipped():
+		return lifecycleHold[st.Phase.Class]
 	case p.canary != nil && st.Node != nil && !p.canary.Matches(labels.Set(st.Node.Labels)):
 		return holdCanary
 	case v.kept[st.Name]:
@@ -118,15 +138,18 @@ func (v *View) holdOf(st *NodeState) hold {
 // unreadable strategy): its progress deadline does not run.
 func (p *Policy) halted() bool { return p.paused || p.Invalid != nil }
 
-// desiredCount is how many nodes should run the set.
-func (v *View) desiredCount() int {
-	n := 0
+// desiredCount is how many nodes should run the set, and how many of
+// those serve (placement.NodeClass).
+func (v *View) desiredCount() (all, serving int) {
 	for i := range v.Nodes {
 		if v.Nodes[i].Decision.ShouldRun {
-			n++
+			all++
+			if !v.Nodes[i].Phase.Class.Skipped() {
+				serving++
+			}
 		}
 	}
-	return n
+	return all, serving
 }
 
 // nodePod is a pod and the node it is for, to sort choices by node name.
@@ -159,6 +182,11 @@ func sortedPods(in []nodePod, n int) []*corev1.Pod {
 // With surge: a new pod is created next to an old one on up to maxSurge
 // nodes (at once where the old one is unavailable); the old pod is deleted
 // when the new one is available.
+//
+// Unlike upstream, a node the lifecycle rule skips (unreachable, leaving,
+// shutting down: placement.NodeClass) is left out of both: its pods are
+// not replaced, and count neither as unavailable nor as surge, so a few
+// dead nodes cannot stall the update of the others.
 func PlanRollingUpdate(v *View) (toDelete []*corev1.Pod, toCreate []string, held int) {
 	pol := v.Policy
 	if pol.onDelete || pol.Invalid != nil {
@@ -173,7 +201,7 @@ func PlanRollingUpdate(v *View) (toDelete []*corev1.Pod, toCreate []string, held
 		var candidates []nodePod
 		for i := range v.Nodes {
 			st := &v.Nodes[i]
-			if !st.Decision.ShouldRun && len(st.Pods) == 0 {
+			if (!st.Decision.ShouldRun && len(st.Pods) == 0) || st.Phase.Class.Skipped() {
 				continue
 			}
 			newPod, oldPod, ok := splitByRevision(st.Pods, v.Hash)
@@ -214,7 +242,7 @@ func PlanRollingUpdate(v *View) (toDelete []*corev1.Pod, toCreate []string, held
 	)
 	for i := range v.Nodes {
 		st := &v.Nodes[i]
-		if !st.Decision.ShouldRun && len(st.Pods) == 0 {
+		if (!st.Decision.ShouldRun && len(st.Pods) == 0) || st.Phase.Class.Skipped() {
 			continue
 		}
 		newPod, oldPod, ok := splitByRevision(st.Pods, v.Hash)
@@ -279,5 +307,17 @@ const (
 	holdCanary
 	// holdPartition: the node is one of the `partition` kept on the old revision.
 	holdPartition
+	// holdUnreachable, holdLeaving, holdShuttingDown: the lifecycle rule
+	// skips the node (placement.NodeClass).
+	holdUnreachable
+	holdLeaving
+	holdShuttingDown
 	numHolds
 )
+
+// lifecycleHold is the hold of each skipped node class.
+var lifecycleHold = [placement.NumNodeClasses]hold{
+	placement.NodeUnreachable:  holdUnreachable,
+	placement.NodeLeaving:      holdLeaving,
+	placement.NodeShuttingDown: holdShuttingDown,
+}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -51,6 +52,9 @@ type tally struct {
 	ro       rollout
 	ts       troubles
 	excluded taintExclusions
+	// skipped names the set's nodes the lifecycle rule leaves out, by
+	// class (placement.NodeClass).
+	skipped [placement.NumNodeClasses]namedCount
 	// nextAvailable is when the next ready pod becomes available (zero if
 	// none).
 	nextAvailable time.Time
@@ -75,6 +79,7 @@ func ComputeStatus(v *View) StatusReport {
 		st.ObservedGeneration = ds.Generation
 	}
 	t := countNodes(v, &st)
+	st.SkippedNodes = t.skippedNodes()
 	st.NumberUnavailable = st.DesiredNumberScheduled - st.NumberAvailable
 	st.CurrentRevision = currentRevision(v)
 	if t.ro.pending == 0 && st.DesiredNumberScheduled > 0 && st.UpdatedNumberScheduled == st.DesiredNumberScheduled && st.NumberAvailable == st.DesiredNumberScheduled {
@@ -118,6 +123,10 @@ func countNodes(v *View, st *everynodev1alpha1.DaemonSetStatus) *tally {
 			continue
 		}
 		scheduled := len(ns.Pods) > 0
+		class := ns.Phase.Class
+		if class.Skipped() && (ns.Decision.ShouldRun || scheduled) {
+			t.skipped[class].add(ns.Name)
+		}
 		if !ns.Decision.ShouldRun {
 			if scheduled {
 				st.NumberMisscheduled++
@@ -127,7 +136,11 @@ func countNodes(v *View, st *everynodev1alpha1.DaemonSetStatus) *tally {
 		}
 		st.DesiredNumberScheduled++
 		if !scheduled {
-			t.ro.pending++
+			if class.Skipped() {
+				t.ro.held[lifecycleHold[class]]++
+			} else {
+				t.ro.pending++
+			}
 			if !NodeReady(ns.Node) {
 				t.ts.add(troubleNodeNotReady, ns.Name)
 			} else {
@@ -169,13 +182,49 @@ func countNodes(v *View, st *everynodev1alpha1.DaemonSetStatus) *tally {
 		}
 		switch h := v.holdOf(ns); {
 		case updated && available:
-		case !updated && h != holdNone:
+		case h != holdNone && (!updated || class.Skipped()):
+			// A skipped node's new pod that is not available holds the
+			// rollout no more than its old one would.
 			t.ro.held[h]++
 		default:
 			t.ro.pending++
 		}
 	}
 	return t
+}
+
+// skippedNodes is the status's count of skipped nodes, nil if none.
+func (t *tally) skippedNodes() *everynodev1alpha1.SkippedNodes {
+	s := everynodev1alpha1.SkippedNodes{
+		Unreachable:  int32(t.skipped[placement.NodeUnreachable].count),
+		Leaving:      int32(t.skipped[placement.NodeLeaving].count),
+		ShuttingDown: int32(t.skipped[placement.NodeShuttingDown].count),
+	}
+	if s == (everynodev1alpha1.SkippedNodes{}) {
+		return nil
+	}
+	return &s
+}
+
+// skippedWhat is the Progressing message's part on skipped nodes, such as
+// "; skipped: 2 unreachable (node-3, node-7), 1 leaving (node-9)".
+func (t *tally) skippedWhat() string {
+	var parts []string
+	for _, c := range []placement.NodeClass{placement.NodeUnreachable, placement.NodeLeaving, placement.NodeShuttingDown} {
+		if n := &t.skipped[c]; n.count > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s (%s)", n.count, skippedWord[c], n.String()))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; skipped, not replaced: " + strings.Join(parts, ", ")
+}
+
+var skippedWord = [placement.NumNodeClasses]string{
+	placement.NodeUnreachable:  "unreachable",
+	placement.NodeLeaving:      "leaving",
+	placement.NodeShuttingDown: "shutting down",
 }
 
 // earliest is the earlier of two times, a zero time counting as none.
@@ -282,6 +331,7 @@ func progressingCondition(st *everynodev1alpha1.DaemonSetStatus, t *tally, pol *
 	if n := ro.held[holdCanary]; n > 0 {
 		held += fmt.Sprintf("; %d outside the canary nodeSelector", n)
 	}
+	held += t.skippedWhat()
 	rec := vd.Record
 	switch {
 	case vd.stopped:

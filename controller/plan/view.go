@@ -156,6 +156,9 @@ type NodeState struct {
 	// Node is nil when the Node is gone but pods still target it.
 	Node     *corev1.Node
 	Decision placement.Decision
+	// Phase is the node's lifecycle class for the set (View.Lifecycle);
+	// serving for a gone node.
+	Phase placement.NodePhase
 	// Pods are the set's Pods for this node except those both finished and
 	// being deleted (the kubelet or pod GC is done with them, so are we),
 	// oldest first with bound Pods before unbound ones, as upstream. It is
@@ -169,8 +172,10 @@ type NodeState struct {
 type View struct {
 	DS       *everynodev1alpha1.DaemonSet
 	Strategy placement.Strategy
-	Hash     string
-	Now      time.Time
+	// Lifecycle is the set's node lifecycle rule (placement.Lifecycle).
+	Lifecycle placement.Lifecycle
+	Hash      string
+	Now       time.Time
 	// Nodes holds every node of the cluster in the snapshot's order, then
 	// the gone Nodes that still hold pods, by name.
 	Nodes []NodeState
@@ -239,10 +244,10 @@ func (v *View) Again(pods []*corev1.Pod, now time.Time) *View {
 // are grouped by a counting sort into one slice, so a sync allocates the
 // same few slices at any size instead of one per node.
 func NewView(ds *everynodev1alpha1.DaemonSet, nodes *NodeSnapshot, pods []*corev1.Pod, memo *PodMemo, hash string, now time.Time) *View {
-	v := &View{DS: ds, Strategy: placement.UpdateStrategy(ds), Hash: hash, Now: now, AllPods: pods, from: nodes, memo: memo, Nodes: make([]NodeState, len(nodes.nodes), len(nodes.nodes)+1)}
+	v := &View{DS: ds, Strategy: placement.UpdateStrategy(ds), Lifecycle: placement.NodeLifecycleOf(ds), Hash: hash, Now: now, AllPods: pods, from: nodes, memo: memo, Nodes: make([]NodeState, len(nodes.nodes), len(nodes.nodes)+1)}
 	decisions := memo.decisions(ds, nodes)
 	for i, n := range nodes.nodes {
-		v.Nodes[i] = NodeState{Name: n.Name, Node: n, Decision: decisions[i]}
+		v.Nodes[i] = NodeState{Name: n.Name, Node: n, Decision: decisions[i], Phase: v.Lifecycle.Classify(n, now)}
 	}
 	facts := memo.facts(pods)
 

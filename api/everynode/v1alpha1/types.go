@@ -119,6 +119,58 @@ type DaemonSetSpec struct {
 	// CNI agent) may be what the gated daemon needs to turn Ready.
 	// +optional
 	NodeReadinessGate bool `json:"nodeReadinessGate,omitempty"`
+
+	// NodeLifecycle adds to the taints and conditions by which the rolling
+	// update tells a node that is unreachable, leaving or shutting down
+	// from one that serves. Such nodes take no part in the update: their
+	// pods are not replaced and count neither against maxUnavailable nor
+	// as progress; a shutting-down node gets no new pod at all. The
+	// defaults hold without it:
+	//   - unreachable: the node.kubernetes.io/unreachable or not-ready
+	//     taint, or Ready False or Unknown for unreachableAfterSeconds;
+	//   - leaving: the karpenter.sh/disrupted or
+	//     ToBeDeletedByClusterAutoscaler taint, a node being deleted, a
+	//     cordoned node with condition DrainInProgress or Drained, or
+	//     condition MaintenancePlanned or MaintenanceInProgress;
+	//   - shutting down: condition GracefulNodeShutdownInProgress.
+	// A node that turns unreachable within unreachableFailureWindowSeconds
+	// of receiving the update revision is not skipped: it counts as a
+	// failing pod for rollingUpdate.onFailure, since the revision may be
+	// what took it down.
+	// +optional
+	NodeLifecycle *NodeLifecycle `json:"nodeLifecycle,omitempty"`
+}
+
+// NodeLifecycle is a set's additions to the node lifecycle rule.
+type NodeLifecycle struct {
+	// UnreachableAfterSeconds is how long a node's Ready condition must be
+	// False or Unknown, with no taint saying so, before the node counts as
+	// unreachable. Defaults to 40.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="must be greater than or equal to 0"
+	UnreachableAfterSeconds *int32 `json:"unreachableAfterSeconds,omitempty"`
+
+	// UnreachableFailureWindowSeconds: a node that turns unreachable within
+	// this long after its pod of the update revision arrived counts as a
+	// failing pod of that revision, not as a skipped node. 0 turns the
+	// check off. Defaults to 300.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="must be greater than or equal to 0"
+	UnreachableFailureWindowSeconds *int32 `json:"unreachableFailureWindowSeconds,omitempty"`
+
+	// LeavingTaints are more taint keys (any effect) that mark a node as
+	// leaving, such as your own drain tool's.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	LeavingTaints []string `json:"leavingTaints,omitempty"`
+
+	// LeavingConditions are more node condition types that, when True,
+	// mark a node as leaving.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	LeavingConditions []string `json:"leavingConditions,omitempty"`
 }
 
 // NodeOverride is a change to the pod template for the nodes that match
@@ -390,6 +442,28 @@ type DaemonSetStatus struct {
 	// is complete.
 	// +optional
 	CurrentRevision string `json:"currentRevision,omitempty"`
+
+	// SkippedNodes counts, by class, the nodes of the set that the rolling
+	// update leaves out (spec.nodeLifecycle); absent when every node
+	// serves. The Progressing condition names them.
+	// +optional
+	SkippedNodes *SkippedNodes `json:"skippedNodes,omitempty"`
+}
+
+// SkippedNodes counts a set's nodes that are not serving, by class.
+type SkippedNodes struct {
+	// Unreachable nodes: the unreachable or not-ready taint, or Ready not
+	// True for spec.nodeLifecycle.unreachableAfterSeconds.
+	// +optional
+	Unreachable int32 `json:"unreachable,omitempty"`
+	// Leaving nodes: drained, deleted or in maintenance; they keep their
+	// old pod.
+	// +optional
+	Leaving int32 `json:"leaving,omitempty"`
+	// ShuttingDown nodes: GracefulNodeShutdownInProgress; no pod is made
+	// there.
+	// +optional
+	ShuttingDown int32 `json:"shuttingDown,omitempty"`
 }
 
 // RolloutFailure records a rollout that stopped itself.
