@@ -42,8 +42,11 @@ func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
 		// Readiness, a drain or a shutdown do not change eligibility (as
 		// upstream), but they change the node's lifecycle class, which the
 		// rolling update and the status read, and status conditions name
-		// NotReady nodes: the sets with a pod there need a new sync.
+		// NotReady nodes: the sets with a pod there need a new sync, and
+		// those without one too (a node whose shutdown was called off gets
+		// its pods), which the node's own sync finds.
 		c.enqueueSetsWithPodsOn(logger, curNode.Name)
+		c.nodeQueue.Add(curNode.Name)
 	}
 }
 

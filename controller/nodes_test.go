@@ -29,7 +29,7 @@ func TestNodeUpdateFilter(t *testing.T) {
 		// Eligibility reads the unschedulable taint that follows a cordon,
 		// not spec.unschedulable.
 		"cordoned":       {change: func(n *corev1.Node) { n.Spec.Unschedulable = true }},
-		"turns NotReady": {change: func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }, wantSet: true},
+		"turns NotReady": {change: func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }, wantNodeQueue: true, wantSet: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -45,6 +45,15 @@ var setGauges = []struct {
 	{"everynode_daemonset_status_number_misscheduled",
 		"Nodes that run the daemon pod but should not (status.numberMisscheduled).",
 		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Status.NumberMisscheduled) }},
+	{"everynode_daemonset_status_skipped_nodes_unreachable",
+		"Nodes of the set its rolling update skips as unreachable (status.skippedNodes.unreachable).",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(skipped(ds).Unreachable) }},
+	{"everynode_daemonset_status_skipped_nodes_leaving",
+		"Nodes of the set its rolling update skips as leaving: drained, deleted or in maintenance (status.skippedNodes.leaving).",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(skipped(ds).Leaving) }},
+	{"everynode_daemonset_status_skipped_nodes_shutting_down",
+		"Nodes of the set shutting down, where it makes no pod (status.skippedNodes.shuttingDown).",
+		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(skipped(ds).ShuttingDown) }},
 	{"everynode_daemonset_status_observed_generation",
 		"The set's generation the controller last wrote the status for (status.observedGeneration).",
 		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Status.ObservedGeneration) }},
@@ -59,6 +68,14 @@ var setGauges = []struct {
 	{"everynode_daemonset_metadata_generation",
 		"The set's metadata.generation; above observed_generation, the status is not yet for the current spec.",
 		func(ds *everynodev1alpha1.DaemonSet) float64 { return float64(ds.Generation) }},
+}
+
+// skipped is the set's status.skippedNodes, zero when absent.
+func skipped(ds *everynodev1alpha1.DaemonSet) everynodev1alpha1.SkippedNodes {
+	if ds.Status.SkippedNodes == nil {
+		return everynodev1alpha1.SkippedNodes{}
+	}
+	return *ds.Status.SkippedNodes
 }
 
 const setConditionName = "everynode_daemonset_status_condition"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -129,7 +130,7 @@ func (o *options) run(ctx context.Context, arg string) error {
 	if err != nil {
 		return err
 	}
-	r := build(ds, nodes, pods, events.Items)
+	r := build(ds, nodes, pods, events.Items, time.Now())
 	if o.output == "json" {
 		enc := json.NewEncoder(o.streams.Out)
 		enc.SetIndent("", "  ")
@@ -202,6 +203,9 @@ func nodeLines(d *NodeReport) []string {
 	lines = append(lines, d.Containers...)
 	if d.Scheduler != "" {
 		lines = append(lines, "scheduler: "+d.Scheduler)
+	}
+	if d.Lifecycle != "" {
+		lines = append(lines, fmt.Sprintf("lifecycle: %s (%s): the rolling update skips this node", d.Lifecycle, d.LifecycleWhy))
 	}
 	if d.Update != "" {
 		lines = append(lines, d.Update)

@@ -192,3 +192,22 @@ func TestExplainErrors(t *testing.T) {
 		}
 	}
 }
+
+// A node the rolling update skips says so, and why its pod stays old.
+func TestExplainSkippedNode(t *testing.T) {
+	ds := testSet()
+	leaving := node("leaving", nil, corev1.Taint{Key: placement.TaintKarpenterDisrupted, Effect: corev1.TaintEffectNoSchedule})
+	serving := node("serving", nil)
+	pods := []corev1.Pod{
+		*pod(ds, "fluentd-l", "leaving", "h1", corev1.PodRunning, true),
+		*pod(ds, "fluentd-s", "serving", "h1", corev1.PodRunning, true),
+	}
+	r := build(ds, []corev1.Node{*leaving, *serving}, pods, nil, time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC))
+	l, s := r.Details[0], r.Details[1]
+	if l.Lifecycle != "Leaving" || l.LifecycleWhy != "taint karpenter.sh/disrupted" || !strings.Contains(l.Update, "keeps its old pod to the end") {
+		t.Errorf("leaving node: lifecycle %q (%q), update %q", l.Lifecycle, l.LifecycleWhy, l.Update)
+	}
+	if s.Lifecycle != "" || !strings.Contains(s.Update, "not replaced yet") {
+		t.Errorf("serving node: lifecycle %q, update %q", s.Lifecycle, s.Update)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +63,11 @@ type NodeReport struct {
 	Scheduler string `json:"scheduler,omitempty"`
 	// Update says what holds the pod on an old revision, if anything.
 	Update string `json:"update,omitempty"`
+	// Lifecycle is the node's class for the set's rolling update when it
+	// is not serving (placement.NodeClass): "Unreachable", "Leaving" or
+	// "ShuttingDown", and LifecycleWhy the taint or condition that says so.
+	Lifecycle    string `json:"lifecycle,omitempty"`
+	LifecycleWhy string `json:"lifecycleWhy,omitempty"`
 	// Reason is the node's line in the summary; empty for a node that
 	// runs a ready pod or should not run one and has none.
 	Reason string `json:"reason,omitempty"`
@@ -71,9 +77,9 @@ type NodeReport struct {
 	states []string
 }
 
-// build explains ds over nodes. pods are the set's pods (any node);
+// build explains ds over nodes at now. pods are the set's pods (any node);
 // events are FailedScheduling events of those pods, in any order.
-func build(ds *everynodev1alpha1.DaemonSet, nodes []corev1.Node, pods []corev1.Pod, events []corev1.Event) Report {
+func build(ds *everynodev1alpha1.DaemonSet, nodes []corev1.Node, pods []corev1.Pod, events []corev1.Event, now time.Time) Report {
 	r := Report{Namespace: ds.Namespace, Name: ds.Name, Nodes: len(nodes)}
 	byNode := map[string][]*corev1.Pod{}
 	for i := range pods {
@@ -84,13 +90,21 @@ func build(ds *everynodev1alpha1.DaemonSet, nodes []corev1.Node, pods []corev1.P
 	lastFailure := newestFailures(events)
 	spec := &ds.Spec.Template.Spec
 	eligibility := placement.NewEligibilityForTemplate(spec)
+	lifecycle := placement.NodeLifecycleOf(ds)
 	counts := map[string]int{}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for i := range nodes {
 		x := eligibility.Explain(spec, &nodes[i])
 		nr := NodeReport{Node: nodes[i].Name, ShouldRun: x.ShouldRun, ShouldContinueRunning: x.ShouldContinueRunning, Why: x.Why, Notes: x.Notes}
+		phase := lifecycle.Classify(&nodes[i], now)
+		if phase.Class.Skipped() {
+			nr.Lifecycle, nr.LifecycleWhy = phase.Class.String(), phase.Reason
+		}
 		if pod := pick(byNode[nodes[i].Name]); pod != nil {
 			describePod(&nr, ds, pod, lastFailure[pod.Name])
+			if !nr.Updated && phase.Class.Skipped() && nr.Update != "" {
+				nr.Update = skippedHold[phase.Class]
+			}
 		}
 		nr.Reason = reason(&nr)
 		switch {
@@ -162,6 +176,13 @@ func describePod(nr *NodeReport, ds *everynodev1alpha1.DaemonSet, pod *corev1.Po
 	if !nr.Updated && ds.Status.UpdateRevision != "" {
 		nr.Update = holdReason(ds)
 	}
+}
+
+// skippedHold says why a skipped node's pod stays on its old revision.
+var skippedHold = [placement.NumNodeClasses]string{
+	placement.NodeUnreachable:  "old revision: the node is unreachable, so the rolling update leaves its pod alone (a delete there would never complete)",
+	placement.NodeLeaving:      "old revision: the node is leaving, so it keeps its old pod to the end",
+	placement.NodeShuttingDown: "old revision: the node is shutting down; no pod is made or replaced there",
 }
 
 // holdReason says why a pod may still run an old revision, from the

@@ -136,7 +136,11 @@ type DaemonSetSpec struct {
 	// A node that turns unreachable within unreachableFailureWindowSeconds
 	// of receiving the update revision is not skipped: it counts as a
 	// failing pod for rollingUpdate.onFailure, since the revision may be
-	// what took it down.
+	// what took it down. Nothing says a node is gone before
+	// kube-controller-manager's node-monitor grace period (40-50 s by
+	// default) has passed, so this stops a revision that takes its nodes
+	// down only if the rollout has not moved on by then: give such sets a
+	// minReadySeconds longer than that grace.
 	// +optional
 	NodeLifecycle *NodeLifecycle `json:"nodeLifecycle,omitempty"`
 }
