@@ -92,6 +92,10 @@ bench-inplace: tools build ## The image update in place (with and without its ga
 bench-hang: tools build ## Plain pods with everynode up, hung (SIGSTOP) and with no extender (NODES=3)
 	NODES=$${NODES:-3} BENCH_ARGS="--scenario=hang $(BENCH_ARGS)" e2e/hack/cluster.sh bench
 
+.PHONY: bench-unreachable
+bench-unreachable: tools build ## An update on a healthy cluster, then with 2% of the nodes unreachable, everynode against upstream (NODES=1000)
+	BENCH_ARGS="--scenario=unreachable $(BENCH_ARGS)" e2e/hack/cluster.sh bench
+
 .PHONY: bench-takeover
 bench-takeover: tools build ## One apps/v1 set by kube-controller-manager and by everynode --takeover, alternated (NODES=1000)
 	BENCH_ARGS="--scenario=takeover $(BENCH_ARGS)" e2e/hack/cluster.sh bench
