@@ -120,6 +120,27 @@ type DaemonSetSpec struct {
 	// +optional
 	NodeReadinessGate bool `json:"nodeReadinessGate,omitempty"`
 
+	// StartAfter lists the sets whose pod must be Ready on a node before
+	// this set's pod there may start: everynode sets and apps/v1
+	// DaemonSets (kube-proxy, a CNI agent). A pod created while one of
+	// them is not Ready on its node carries the scheduling gate
+	// everynode.io/start-after (kubectl shows it SchedulingGated), which
+	// the controller removes once every one of them is Ready there; a pod
+	// created when they all are carries no gate. Only pods being created
+	// wait: a dependency's rollout never holds back pods already running.
+	// A dependency whose nodeSelector, affinity or taints keep it off a
+	// node is not waited for on that node. A dependency that does not
+	// exist is waited for (it may be created next, as with `kubectl apply
+	// -f dir/`) and reported by the StartOrderBroken condition; remove the
+	// entry to stop waiting. Cycles are refused by the validating webhook;
+	// one it could not see (closed later, or in a namespace the webhooks
+	// skip) is reported by StartOrderBroken and not waited on, so that no
+	// node deadlocks.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	StartAfter []StartDependency `json:"startAfter,omitempty"`
+
 	// NodeLifecycle adds to the taints and conditions by which the rolling
 	// update tells a node that is unreachable, leaving or shutting down
 	// from one that serves. Such nodes take no part in the update: their
@@ -175,6 +196,27 @@ type NodeLifecycle struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
 	LeavingConditions []string `json:"leavingConditions,omitempty"`
+}
+
+// StartDependency names a set whose pod on a node must be Ready before the
+// dependent set's pod there may start.
+type StartDependency struct {
+	// APIGroup is the dependency's kind: "everynode.io" (the default) for
+	// an everynode DaemonSet, "apps" for an apps/v1 DaemonSet.
+	// +optional
+	// +kubebuilder:validation:Enum=everynode.io;apps
+	// +kubebuilder:default=everynode.io
+	APIGroup string `json:"apiGroup,omitempty"`
+
+	// Namespace of the dependency; defaults to the set's own.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+
+	// Name of the dependency.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // NodeOverride is a change to the pod template for the nodes that match

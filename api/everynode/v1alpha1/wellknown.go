@@ -98,6 +98,16 @@ const (
 	// for pods updated in place before an upgrade; a later release may stop
 	// reading it.
 	AnnotationInPlaceUpdate = "everynode.io/in-place-update"
+
+	// SchedulingGateStartAfter is the scheduling gate of a pod made while a
+	// dependency of its set (spec.startAfter) is not Ready on its node; the
+	// controller removes it once every one is.
+	SchedulingGateStartAfter = "everynode.io/start-after"
+
+	// GroupApps and GroupEverynode are the values of
+	// spec.startAfter[].apiGroup.
+	GroupApps      = "apps"
+	GroupEverynode = "everynode.io"
 )
 
 // Condition types of DaemonSetStatus.Conditions.
@@ -150,6 +160,12 @@ const (
 	// still not fixed. It is absent otherwise; NodeReadinessGateInactive,
 	// which assumes the marker, is absent while it is True.
 	ConditionDaemonResourceFallback = "DaemonResourceFallback"
+	// ConditionStartOrderBroken is True when spec.startAfter names a set
+	// that does not exist (ReasonDependencyNotFound: new pods wait for it)
+	// or closes a cycle (ReasonDependencyCycle: the sets on the cycle do
+	// not wait for each other, so no node deadlocks). The message names
+	// the missing sets or the cycle.
+	ConditionStartOrderBroken = "StartOrderBroken"
 )
 
 // Reasons of the Progressing and Available conditions. They are API: users,
@@ -208,6 +224,13 @@ const (
 	// ConditionDaemonResourceFallback; its event StoppedMarkingDaemonPods
 	// then stands for this one), so this reason lasts until they are gone.
 	ReasonDaemonResourceNotIgnored = "DaemonResourceNotIgnored"
+	// ReasonDependencyNotFound and ReasonDependencyCycle: StartOrderBroken
+	// is True.
+	ReasonDependencyNotFound = "DependencyNotFound"
+	ReasonDependencyCycle    = "DependencyCycle"
+	// ReasonPodsWaitingForDependencies: pods hold their start-after
+	// scheduling gate (spec.startAfter); a rollout passes through it.
+	ReasonPodsWaitingForDependencies = "PodsWaitingForDependencies"
 
 	// Reasons of a condition that is False (or of a rollout that waits),
 	// from the most to the least telling (ReasonDaemonResourceNotIgnored
