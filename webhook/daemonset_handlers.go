@@ -94,6 +94,7 @@ func (v *daemonSetValidator) Handle(ctx context.Context, req *admissionv1.Admiss
 		errs = append(errs, tErrs...)
 		warnings = append(warnings, tWarnings...)
 	}
+	errs = append(errs, validateStartAfter(ds, old, namespace, v.sets)...)
 	if v.sets != nil && namespace != "" {
 		if others, err := v.sets.DaemonSets(namespace).List(labels.Everything()); err == nil {
 			warnings = append(warnings, overlapWarnings(ds, others)...)
