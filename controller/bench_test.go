@@ -28,6 +28,10 @@ func (nopPodControl) SetPodGate(context.Context, *everynodev1alpha1.DaemonSet, *
 	return nil
 }
 
+func (nopPodControl) RemoveStartGate(context.Context, *everynodev1alpha1.DaemonSet, *corev1.Pod) error {
+	return nil
+}
+
 func (nopPodControl) DeletePod(context.Context, *everynodev1alpha1.DaemonSet, string, string, types.UID) error {
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -68,6 +69,13 @@ type Config struct {
 	Pods           coreinformers.PodInformer
 	Nodes          coreinformers.NodeInformer
 	Revisions      appsinformers.ControllerRevisionInformer
+
+	// StartAfterSets and StartAfterPods, both optional, are the apps/v1
+	// DaemonSets and their pods (those kube-controller-manager made: Pods
+	// holds everynode's own) for spec.startAfter entries of group apps.
+	// Without them such a dependency is reported missing and waited for.
+	StartAfterSets appsinformers.DaemonSetInformer
+	StartAfterPods coreinformers.PodInformer
 
 	// Recorder records events on sets. Optional: when nil the controller
 	// makes its own, writing events through KubeClient (EventClient when
@@ -137,6 +145,10 @@ type Controller struct {
 	nodes      nodeSnapshots
 	revIndexer cache.Indexer
 	synced     []cache.InformerSynced
+	// appsSetLister and appsPodIndexer read apps/v1 dependencies of
+	// spec.startAfter; nil without Config.StartAfterSets and StartAfterPods.
+	appsSetLister  appslisters.DaemonSetLister
+	appsPodIndexer cache.Indexer
 
 	// queue holds sets to sync; nodeQueue holds nodes whose change may
 	// concern some sets, resolved to those sets by a node worker so that
@@ -226,6 +238,14 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	for _, ns := range cfg.WebhookSkippedNamespaces {
 		c.webhookSkipped[ns] = true
+	}
+	if cfg.DaemonSets != nil && cfg.StartAfterSets != nil && cfg.StartAfterPods != nil {
+		c.appsSetLister = cfg.StartAfterSets.Lister()
+		c.appsPodIndexer = cfg.StartAfterPods.Informer().GetIndexer()
+		c.synced = append(c.synced, cfg.StartAfterSets.Informer().HasSynced, cfg.StartAfterPods.Informer().HasSynced)
+		if err := addIndexer(cfg.StartAfterPods.Informer(), appsPodsByNode, appsPodNode); err != nil {
+			return nil, err
+		}
 	}
 	c.state = newSetStates(clk, c.pacer)
 	if cfg.Budget != nil {

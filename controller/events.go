@@ -23,6 +23,9 @@ const (
 	// ReasonFailedUpdateInPlace: patching a daemon pod's images, or its
 	// in-place readiness gate, failed.
 	ReasonFailedUpdateInPlace = "FailedUpdateInPlace"
+	// ReasonFailedStartGate: removing a daemon pod's start-after
+	// scheduling gate (spec.startAfter) failed.
+	ReasonFailedStartGate = "FailedStartGate"
 	// ReasonStoppedMarkingDaemonPods: the controller saw a daemon pod that
 	// kube-scheduler left Pending for want of the daemon-pod marker and
 	// turned the marker off for this process (Warning, once, on the set

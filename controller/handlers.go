@@ -43,6 +43,35 @@ func (c *Controller) addEventHandlers(ctx context.Context, cfg Config) error {
 	}); err != nil {
 		return fmt.Errorf("add node event handler: %w", err)
 	}
+	if cfg.DaemonSets != nil {
+		// Start order: only everynode sets have spec.startAfter.
+		if err := c.handle(cfg.Pods.Informer(), c.startOrderPodHandler(logger)); err != nil {
+			return fmt.Errorf("add start-order pod event handler: %w", err)
+		}
+		if err := c.handle(c.sets.informer(), c.startOrderSetHandler(logger, func(obj interface{}) (placement.StartKey, []placement.StartKey, bool) {
+			ds, ok := c.sets.fromCache(obj)
+			if !ok {
+				return placement.StartKey{}, nil, false
+			}
+			return placement.SetStartKey(ds), placement.StartAfterKeys(ds), true
+		})); err != nil {
+			return fmt.Errorf("add start-order set event handler: %w", err)
+		}
+		if c.appsPodIndexer != nil {
+			if err := c.handle(cfg.StartAfterPods.Informer(), c.startOrderPodHandler(logger)); err != nil {
+				return fmt.Errorf("add start-order apps pod event handler: %w", err)
+			}
+			if err := c.handle(cfg.StartAfterSets.Informer(), c.startOrderSetHandler(logger, func(obj interface{}) (placement.StartKey, []placement.StartKey, bool) {
+				ds, ok := obj.(*appsv1.DaemonSet)
+				if !ok {
+					return placement.StartKey{}, nil, false
+				}
+				return placement.StartKey{Group: everynodev1alpha1.GroupApps, Namespace: ds.Namespace, Name: ds.Name}, nil, true
+			})); err != nil {
+				return fmt.Errorf("add start-order apps DaemonSet event handler: %w", err)
+			}
+		}
+	}
 	if err := c.handle(cfg.Revisions.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.addRevision(logger, obj) },
 		UpdateFunc: func(old, cur interface{}) { c.updateRevision(logger, old, cur) },
@@ -218,9 +247,10 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 		return
 	}
 	completed := false
-	if placement.RevisionHash(oldPod) != placement.RevisionHash(curPod) || gateOpened(oldPod, curPod) {
+	if placement.RevisionHash(oldPod) != placement.RevisionHash(curPod) || gateOpened(oldPod, curPod) || startGateRemoved(oldPod, curPod) {
 		// An in-place update (or a hash relabel) shows, or an opening of
-		// the in-place gate (openGates expects both alike).
+		// the in-place gate (openGates expects both alike), or the
+		// removal of the start-after gate (removeStartGates).
 		completed = c.state.updateObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(curPod).String())
 	}
 	if oldRef == nil {

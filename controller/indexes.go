@@ -98,6 +98,9 @@ func addIndexer(informer cache.SharedIndexInformer, name string, fn cache.IndexF
 }
 
 func addSetIndexers(sets setKind) error {
+	if err := addIndexer(sets.informer(), setsByStartAfter, setStartAfterKeys(sets)); err != nil {
+		return err
+	}
 	return addIndexer(sets.informer(), setsByNodeConstraint, func(obj interface{}) ([]string, error) {
 		ds, ok := sets.fromCache(obj)
 		if !ok {

@@ -47,6 +47,13 @@ var (
 		Help:      "Status writes of the in-place readiness gate condition of daemon pods, by the status written (True or False) and result.",
 	}, []string{"status", "result"})
 
+	startGatesRemoved = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "everynode",
+		Subsystem: "controller",
+		Name:      "start_gates_removed_total",
+		Help:      "Removals of the start-after scheduling gate (spec.startAfter) from daemon pods, by result: the one extra write a pod made while a dependency was not Ready on its node pays.",
+	}, []string{"result"})
+
 	rolloutsStopped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "everynode",
 		Subsystem: "controller",
@@ -92,7 +99,7 @@ var (
 // registration error is a programming error and panics, as MustRegister.
 func RegisterMetrics(r prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{
-		syncDuration, podsCreated, podsDeleted, podsUpdatedInPlace, podGateWrites, rolloutsStopped,
+		syncDuration, podsCreated, podsDeleted, podsUpdatedInPlace, podGateWrites, startGatesRemoved, rolloutsStopped,
 		queueDepth, queueAdds, queueLatency, queueWork, queueUnfinished, queueLongest, queueRetries,
 	} {
 		if err := r.Register(c); err != nil {

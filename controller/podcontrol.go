@@ -30,6 +30,9 @@ type PodControl interface {
 	// (placement.InPlaceGatePatch), which sets its in-place gate condition
 	// to status.
 	SetPodGate(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, status corev1.ConditionStatus, patch []byte) error
+	// RemoveStartGate removes pod's start-after scheduling gate
+	// (placement.StartGateRemovalPatch).
+	RemoveStartGate(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod) error
 }
 
 // realPodControl is the PodControl that calls the API server.
@@ -92,6 +95,18 @@ func (r realPodControl) SetPodGate(ctx context.Context, ds *everynodev1alpha1.Da
 			r.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedUpdateInPlace, "Error setting the in-place readiness gate of pod %s to %s: %v", pod.Name, status, err)
 		}
 		return fmt.Errorf("set the in-place gate of pod %s/%s to %s: %w", pod.Namespace, pod.Name, status, err)
+	}
+	return nil
+}
+
+func (r realPodControl) RemoveStartGate(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod) error {
+	_, err := r.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, placement.StartGateRemovalPatch(), metav1.PatchOptions{})
+	startGatesRemoved.WithLabelValues(resultLabel(err)).Inc()
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			r.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedStartGate, "Error removing the start-after gate of pod %s: %v", pod.Name, err)
+		}
+		return fmt.Errorf("remove the start-after gate of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
 }

@@ -32,6 +32,7 @@ func (c *Controller) updateStatus(ctx context.Context, v *plan.View) error {
 	warnSkipped := plan.SetWebhooksSkipped(&status, ds, c.webhookSkipped[ds.Namespace], metav1.NewTime(v.Now))
 	warnGate := plan.SetReadinessGateInactive(&status, ds, placement.ReadinessGateMode(), metav1.NewTime(v.Now))
 	plan.SetDaemonResourceFallback(&status, placement.DaemonResourceFallback(), placement.ConfiguredDaemonResource(), metav1.NewTime(v.Now))
+	warnOrder := plan.SetStartOrderBroken(&status, c.resolveStartOrder(ds).problem, metav1.NewTime(v.Now))
 	// What this kind never stores must not count as a change.
 	status = c.sets.project(status)
 	if report.AtRest {
@@ -69,6 +70,9 @@ func (c *Controller) updateStatus(ctx context.Context, v *plan.View) error {
 	if warnSkipped != nil && meta.FindStatusCondition(ds.Status.Conditions, everynodev1alpha1.ConditionWebhooksSkipped) == nil {
 		// Once, when the condition appears, not on every write.
 		c.recorder.Event(ds, corev1.EventTypeWarning, warnSkipped.Reason, warnSkipped.Message)
+	}
+	if old := meta.FindStatusCondition(ds.Status.Conditions, everynodev1alpha1.ConditionStartOrderBroken); warnOrder != nil && (old == nil || old.Reason != warnOrder.Reason) {
+		c.recorder.Event(ds, corev1.EventTypeWarning, warnOrder.Reason, warnOrder.Message)
 	}
 	if warnGate != nil && meta.FindStatusCondition(ds.Status.Conditions, everynodev1alpha1.ConditionNodeReadinessGateInactive) == nil {
 		c.recorder.Event(ds, corev1.EventTypeWarning, warnGate.Reason, warnGate.Message)

@@ -163,6 +163,9 @@ func (c *Controller) reconcile(ctx context.Context, v *plan.View) error {
 	if err := c.openGates(ctx, v); err != nil {
 		return fmt.Errorf("open in-place readiness gates: %w", err)
 	}
+	if err := c.removeStartGates(ctx, v); err != nil {
+		return fmt.Errorf("remove start-after gates: %w", err)
+	}
 	if err := c.cleanupHistory(ctx, v.DS, v.Old, v.AllPods); err != nil {
 		return fmt.Errorf("clean up revisions: %w", err)
 	}

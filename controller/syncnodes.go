@@ -59,13 +59,14 @@ func (c *Controller) createPods(ctx context.Context, ds *everynodev1alpha1.Daemo
 	logger := klog.FromContext(ctx)
 	key := cache.MetaObjectToName(ds)
 	logger.V(4).Info("Creating daemon pods", "daemonset", klog.KObj(ds), "count", len(nodes))
+	so := c.resolveStartOrder(ds)
 	var errs errorList
 	pos, largest := 0, 0
 	for _, size := range c.state.createBatches(key, len(nodes)) {
 		var wg sync.WaitGroup
 		for _, node := range nodes[pos : pos+size] {
 			wg.Go(func() {
-				err := c.createPod(ctx, ds, node, hash)
+				err := c.createPod(ctx, ds, node, hash, so)
 				if err == nil {
 					return
 				}
@@ -101,8 +102,9 @@ func (c *Controller) createPods(ctx context.Context, ds *everynodev1alpha1.Daemo
 }
 
 // createPod makes the set's pod for node, with the node overrides that
-// match it, and creates it.
-func (c *Controller) createPod(ctx context.Context, ds *everynodev1alpha1.DaemonSet, nodeName, hash string) error {
+// match it and the start-after gate if the node waits for a dependency
+// of so, and creates it.
+func (c *Controller) createPod(ctx context.Context, ds *everynodev1alpha1.DaemonSet, nodeName, hash string, so *startOrder) error {
 	var node *corev1.Node
 	if len(ds.Spec.NodeOverrides) > 0 {
 		n, err := c.nodeLister.Get(nodeName)
@@ -118,6 +120,7 @@ func (c *Controller) createPod(ctx context.Context, ds *everynodev1alpha1.Daemon
 		c.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
 		return err
 	}
+	c.gateIfWaiting(so, pod, nodeName, node)
 	return c.podControl.CreatePod(ctx, ds, pod)
 }
 

@@ -21,7 +21,12 @@ var controllerKind = everynodev1alpha1.SchemeGroupVersion.WithKind(KindDaemonSet
 // upstream in favour of the revision hash, but still written and read
 // (a pod with either one current counts as updated), so pods everynode
 // makes for an apps/v1 set carry it too.
-const templateGenerationLabel = "pod-template-generation"
+const templateGenerationLabel = TemplateGenerationLabel
+
+// TemplateGenerationLabel is the label every pod of upstream's DaemonSet
+// controller carries, and only those: how everynode selects the pods of
+// apps/v1 DaemonSets that spec.startAfter may name.
+const TemplateGenerationLabel = "pod-template-generation"
 
 // NewControllerRef returns the owner reference that makes ds the controller
 // of a pod or ControllerRevision: of apps/v1's kind for a set converted

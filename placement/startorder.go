@@ -248,3 +248,16 @@ func WithStartGate(pod *corev1.Pod) {
 func StartGateRemovalPatch() []byte {
 	return []byte(fmt.Sprintf(`{"spec":{"schedulingGates":[{"$patch":"delete","name":%q}]}}`, everynodev1alpha1.SchedulingGateStartAfter))
 }
+
+// PodSetKey returns the key of the set, of either kind, that controls pod,
+// and that set's UID: what a pod turning Ready tells the sets that start
+// after it.
+func PodSetKey(pod *corev1.Pod) (StartKey, bool) {
+	if ref := ControllerRef(pod); ref != nil {
+		return StartKey{Group: everynodev1alpha1.GroupEverynode, Namespace: pod.Namespace, Name: ref.Name}, true
+	}
+	if ref := AppsControllerRef(pod); ref != nil {
+		return StartKey{Group: everynodev1alpha1.GroupApps, Namespace: pod.Namespace, Name: ref.Name}, true
+	}
+	return StartKey{}, false
+}

@@ -27,6 +27,9 @@ type partsConfig struct {
 	kubeFactory kubeinformers.SharedInformerFactory
 	podFactory  kubeinformers.SharedInformerFactory
 	setFactory  everynodeinformers.SharedInformerFactory
+	// appsPodFactory holds the pods of apps/v1 DaemonSets, for
+	// spec.startAfter; nil leaves such dependencies unresolved (tests).
+	appsPodFactory kubeinformers.SharedInformerFactory
 }
 
 // parts are the built webhook and extender routes and the controller.
@@ -67,6 +70,12 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 		Pods:                     podInformer,
 		Nodes:                    nodeInformer,
 		Revisions:                revisionInformer,
+	}
+	if cfg.appsPodFactory != nil {
+		base.StartAfterSets = cfg.kubeFactory.Apps().V1().DaemonSets()
+		base.StartAfterSets.Informer()
+		base.StartAfterPods = cfg.appsPodFactory.Core().V1().Pods()
+		base.StartAfterPods.Informer()
 	}
 	newController := func(ctx context.Context) (controllerRunner, error) {
 		own := base

@@ -172,11 +172,21 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = everynodev1alpha1.LabelDaemonPod + "=" + everynodev1alpha1.LabelDaemonPodValue
 		}))
+	// The pods kube-controller-manager makes for apps/v1 DaemonSets
+	// (upstream labels them pod-template-generation), for spec.startAfter
+	// entries of group apps: a few pods per node (kube-proxy, a CNI agent),
+	// not the cluster's. Pods everynode marked (takeover) are in the daemon
+	// pod informer already.
+	appsPodFactory := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0,
+		kubeinformers.WithTransform(trimForCache),
+		kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.LabelSelector = placement.TemplateGenerationLabel + ",!" + everynodev1alpha1.LabelDaemonPod
+		}))
 	setFactory := everynodeinformers.NewSharedInformerFactoryWithOptions(c.everynode, 0, everynodeinformers.WithTransform(trimForCache))
 
 	p, err := buildParts(ctx, partsConfig{
 		opts: o, clients: c, registry: registry,
-		kubeFactory: kubeFactory, podFactory: daemonPodFactory, setFactory: setFactory,
+		kubeFactory: kubeFactory, podFactory: daemonPodFactory, setFactory: setFactory, appsPodFactory: appsPodFactory,
 	})
 	if err != nil {
 		return err
@@ -220,6 +230,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	defer stopInformers()
 	kubeFactory.Start(informersCtx.Done())
 	daemonPodFactory.Start(informersCtx.Done())
+	appsPodFactory.Start(informersCtx.Done())
 	setFactory.Start(informersCtx.Done())
 	g.Go(func() error { return srv.Run(ctx) })
 	if p.newController != nil {
@@ -229,6 +240,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	stopInformers()
 	kubeFactory.Shutdown()
 	daemonPodFactory.Shutdown()
+	appsPodFactory.Shutdown()
 	setFactory.Shutdown()
 	if errors.Is(err, context.Canceled) {
 		err = nil

@@ -24,6 +24,7 @@ const (
 	troubleImagePull
 	troubleFailed
 	troublePending
+	troubleStartGated
 	troubleNotReady
 	troubleMinReady
 	troubleMissing
@@ -44,6 +45,7 @@ var troubleInfo = [numTroubles]struct {
 	troubleImagePull:        {everynodev1alpha1.ReasonImagePullBackOff, "pods unable to pull their image", false},
 	troubleFailed:           {everynodev1alpha1.ReasonPodsFailed, "pods Failed", false},
 	troublePending:          {everynodev1alpha1.ReasonPodsPending, "pods Pending (unschedulable)", false},
+	troubleStartGated:       {everynodev1alpha1.ReasonPodsWaitingForDependencies, "pods waiting for their dependencies on the node (spec.startAfter)", false},
 	troubleNotReady:         {everynodev1alpha1.ReasonPodsNotReady, "pods not Ready", false},
 	troubleMinReady:         {everynodev1alpha1.ReasonMinReadySeconds, "pods Ready for less than minReadySeconds", false},
 	troubleMissing:          {everynodev1alpha1.ReasonPodsMissing, "nodes without a pod yet", true},
@@ -158,6 +160,10 @@ func classify(node *corev1.Node, pod *corev1.Pod, ready bool) trouble {
 		}
 	}
 	switch {
+	case placement.HasStartGate(pod):
+		// Waiting its turn, not stuck: the dependencies' own conditions
+		// say why they are not Ready.
+		return troubleStartGated
 	case pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "":
 		// Every new pod is Pending for a moment; only one the scheduler
 		// could not place holds the rollout up.

@@ -50,6 +50,9 @@ type DaemonPod struct {
 	InPlace     *placement.InPlaceUpdate
 	inPlaceDone bool
 	inPlaceAt   time.Time
+	// StartGated is whether the pod holds the start-after scheduling gate
+	// (spec.startAfter).
+	StartGated bool
 	// markerStuck is whether the scheduler left the pod Pending for want
 	// of the daemon-pod marker it requests (placement.StuckForDaemonResource
 	// with markerName).
@@ -71,6 +74,7 @@ func newDaemonPod(pod *corev1.Pod) DaemonPod {
 		p.InPlace = &u
 		p.inPlaceDone, p.inPlaceAt = placement.InPlaceDone(pod, &u)
 	}
+	p.StartGated = placement.HasStartGate(pod)
 	if p.phase == corev1.PodPending {
 		p.markerStuck = placement.StuckForDaemonResource(pod, markerName())
 	}
@@ -190,6 +194,9 @@ type View struct {
 	// Gated counts the pods with the in-place readiness gate: a set with
 	// none has no gate to open (openGates).
 	Gated int
+	// StartGated counts the pods with the start-after scheduling gate: a
+	// set with none has no gate to remove (PlanUngates).
+	StartGated int
 	// from and memo are what the view was read from, for reading it
 	// again after the manage step (Again).
 	from *NodeSnapshot
@@ -307,6 +314,9 @@ func NewView(ds *everynodev1alpha1.DaemonSet, nodes *NodeSnapshot, pods []*corev
 			v.Pods[start[i]] = &facts[j].DaemonPod
 			if v.Pods[start[i]].Gated {
 				v.Gated++
+			}
+			if v.Pods[start[i]].StartGated {
+				v.StartGated++
 			}
 			start[i]++
 		}

@@ -1,0 +1,143 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	clienttesting "k8s.io/client-go/testing"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/controller/internal/testobj"
+	"everynode.io/everynode/placement"
+)
+
+// startPatches returns the names of the pods the last sync removed the
+// start-after gate of.
+func (f *fixture) startPatches() []string {
+	var out []string
+	for _, a := range f.kube.Actions() {
+		if p, ok := a.(clienttesting.PatchAction); ok && a.GetResource().Resource == "pods" && string(p.GetPatch()) == string(placement.StartGateRemovalPatch()) {
+			out = append(out, p.GetName())
+		}
+	}
+	return out
+}
+
+func gatedNodes(pods []*corev1.Pod) (gated, open []string) {
+	for _, p := range pods {
+		node, _ := placement.TargetNode(p)
+		if placement.HasStartGate(p) {
+			gated = append(gated, node)
+		} else {
+			open = append(open, node)
+		}
+	}
+	sortStrings(gated)
+	sortStrings(open)
+	return gated, open
+}
+
+// B starts after A: its pod is gated only on the node where A's pod is not
+// Ready, the gate comes off in one patch once it is, and only once.
+func TestStartAfterGatesOnlyWhereTheDependencyIsNotReady(t *testing.T) {
+	f := newFixture(t)
+	a, b := testobj.Set("a"), testobj.Set("b")
+	b.Spec.StartAfter = []everynodev1alpha1.StartDependency{{Name: "a"}}
+	hashA := addSetWithRevision(f, a)
+	addSetWithRevision(f, b)
+	f.add(newNode("ready", nil), newNode("slow", nil), newNode("bare", nil))
+	slow := testobj.Pod(a, "slow", hashA, testobj.NotReady)
+	f.add(testobj.Pod(a, "ready", hashA), slow)
+
+	f.mustSync(b)
+	gated, open := gatedNodes(f.podCreates())
+	if len(gated) != 2 || gated[0] != "bare" || gated[1] != "slow" || len(open) != 1 || open[0] != "ready" {
+		t.Fatalf("gated %v, open %v: want [bare slow] gated, [ready] open", gated, open)
+	}
+	f.syncCaches()
+	f.mustSync(b)
+	if got := f.startPatches(); len(got) != 0 {
+		t.Fatalf("gates removed while A is not Ready: %v", got)
+	}
+
+	readyNow := slow.DeepCopy()
+	readyNow.Status.Conditions[0].Status = corev1.ConditionTrue
+	readyNow.ResourceVersion = "2"
+	f.update(readyNow)
+	f.queue.drain()
+	f.c.startOrderPodHandler(klogDiscard).OnUpdate(slow, readyNow)
+	if keys := f.queue.drain(); len(keys) != 1 || keys[0] != testobj.Namespace+"/b" {
+		t.Errorf("A's pod turning Ready queued %v, want B", keys)
+	}
+	f.mustSync(b)
+	if got := f.startPatches(); len(got) != 1 {
+		t.Fatalf("removed %v, want the pod on node slow only", got)
+	}
+	// Until the cache shows the removal, the set waits for it: no second
+	// write.
+	f.mustSync(b)
+	if got := f.startPatches(); len(got) != 0 {
+		t.Fatalf("removed again before the cache showed it: %v", got)
+	}
+	f.syncCaches()
+	f.mustSync(b)
+	if got := f.startPatches(); len(got) != 0 {
+		t.Fatalf("removed again after the cache showed it: %v", got)
+	}
+	if c := meta.FindStatusCondition(f.set(b).Status.Conditions, everynodev1alpha1.ConditionStartOrderBroken); c != nil {
+		t.Errorf("StartOrderBroken with a healthy dependency: %+v", c)
+	}
+}
+
+// A missing dependency is waited for and reported; a cycle is reported and
+// not waited for.
+func TestStartAfterMissingAndCycle(t *testing.T) {
+	f := newFixture(t)
+	missing := testobj.Set("missing")
+	missing.Spec.StartAfter = []everynodev1alpha1.StartDependency{{Name: "nope"}}
+	x, y := testobj.Set("x"), testobj.Set("y")
+	x.Spec.StartAfter = []everynodev1alpha1.StartDependency{{Name: "y"}}
+	y.Spec.StartAfter = []everynodev1alpha1.StartDependency{{Name: "x"}}
+	for _, ds := range []*everynodev1alpha1.DaemonSet{missing, x, y} {
+		addSetWithRevision(f, ds)
+	}
+	f.add(newNode("n1", nil))
+
+	f.mustSync(missing)
+	if gated, _ := gatedNodes(f.podCreates()); len(gated) != 1 {
+		t.Errorf("a missing dependency: gated %v, want the pod gated", gated)
+	}
+	if c := meta.FindStatusCondition(f.set(missing).Status.Conditions, everynodev1alpha1.ConditionStartOrderBroken); c == nil || c.Reason != everynodev1alpha1.ReasonDependencyNotFound {
+		t.Errorf("a missing dependency: condition %+v", c)
+	}
+
+	f.mustSync(x)
+	if gated, open := gatedNodes(f.podCreates()); len(gated) != 0 || len(open) != 1 {
+		t.Errorf("a cycle: gated %v, open %v: want the pod ungated", gated, open)
+	}
+	c := meta.FindStatusCondition(f.set(x).Status.Conditions, everynodev1alpha1.ConditionStartOrderBroken)
+	if c == nil || c.Reason != everynodev1alpha1.ReasonDependencyCycle {
+		t.Fatalf("a cycle: condition %+v", c)
+	}
+	if want := "everynode.io/" + testobj.Namespace + "/x -> everynode.io/" + testobj.Namespace + "/y -> everynode.io/" + testobj.Namespace + "/x"; !strings.Contains(c.Message, want) {
+		t.Errorf("condition message %q does not name the cycle %s", c.Message, want)
+	}
+}
+
+// A dependency that does not run on the node is not waited for there.
+func TestStartAfterIneligibleDependency(t *testing.T) {
+	f := newFixture(t)
+	a, b := testobj.Set("a"), testobj.Set("b")
+	a.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"}
+	b.Spec.StartAfter = []everynodev1alpha1.StartDependency{{Name: "a"}}
+	addSetWithRevision(f, a)
+	addSetWithRevision(f, b)
+	f.add(newNode("cpu", map[string]string{"pool": "cpu"}), newNode("gpu", map[string]string{"pool": "gpu"}))
+	f.mustSync(b)
+	gated, open := gatedNodes(f.podCreates())
+	if len(gated) != 1 || gated[0] != "gpu" || len(open) != 1 || open[0] != "cpu" {
+		t.Errorf("gated %v, open %v: want gpu gated (A runs there, no pod yet), cpu open", gated, open)
+	}
+}
