@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -26,6 +27,7 @@ type Factory interface {
 	Namespace() (string, error)
 	EverynodeClient() (versioned.Interface, error)
 	CoreClient() (corev1client.CoreV1Interface, error)
+	AppsClient() (appsv1client.AppsV1Interface, error)
 }
 
 type options struct {
@@ -46,7 +48,8 @@ func NewCommand(f Factory, streams genericiooptions.IOStreams) *cobra.Command {
 there and why not: the untolerated taint, the nodeSelector label that differs,
 the required node affinity term that fails. For a node that should run a pod
 but has no ready one: the pod's phase, its container states, the scheduler's
-last FailedScheduling message, and what holds it on an old revision.
+last FailedScheduling message, what holds it on an old revision, and the
+dependency (spec.startAfter) whose pod on the node it waits for.
 
 Eligibility is computed with the controller's own functions (package
 placement), so the answer is what everynode does. The summary (nodes per
@@ -131,6 +134,11 @@ func (o *options) run(ctx context.Context, arg string) error {
 		return err
 	}
 	r := build(ds, nodes, pods, events.Items, time.Now())
+	start, err := o.readStartInput(ctx, ds)
+	if err != nil {
+		return fmt.Errorf("read the dependencies of spec.startAfter: %w", err)
+	}
+	addStartWaits(&r, nodes, start)
 	if o.output == "json" {
 		enc := json.NewEncoder(o.streams.Out)
 		enc.SetIndent("", "  ")
@@ -206,6 +214,9 @@ func nodeLines(d *NodeReport) []string {
 	}
 	if d.Lifecycle != "" {
 		lines = append(lines, fmt.Sprintf("lifecycle: %s (%s): the rolling update skips this node", d.Lifecycle, d.LifecycleWhy))
+	}
+	for _, w := range d.StartWaits {
+		lines = append(lines, "waits for "+w)
 	}
 	if d.Update != "" {
 		lines = append(lines, d.Update)

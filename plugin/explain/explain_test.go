@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -111,6 +112,9 @@ type fakeFactory struct {
 func (f fakeFactory) Namespace() (string, error)                        { return ns, nil }
 func (f fakeFactory) EverynodeClient() (versioned.Interface, error)     { return f.en, nil }
 func (f fakeFactory) CoreClient() (corev1client.CoreV1Interface, error) { return f.core, nil }
+func (f fakeFactory) AppsClient() (appsv1client.AppsV1Interface, error) {
+	return kubefake.NewSimpleClientset().AppsV1(), nil
+}
 
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()

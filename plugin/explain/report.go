@@ -68,6 +68,12 @@ type NodeReport struct {
 	// "ShuttingDown", and LifecycleWhy the taint or condition that says so.
 	Lifecycle    string `json:"lifecycle,omitempty"`
 	LifecycleWhy string `json:"lifecycleWhy,omitempty"`
+	// StartGated is whether the pod holds the start-after scheduling gate
+	// (spec.startAfter); StartWaits the dependencies the node's pod waits
+	// for, with why ("apps/kube-system/kube-proxy: its pod on the node is
+	// not Ready").
+	StartGated bool     `json:"startGated,omitempty"`
+	StartWaits []string `json:"startWaits,omitempty"`
 	// Reason is the node's line in the summary; empty for a node that
 	// runs a ready pod or should not run one and has none.
 	Reason string `json:"reason,omitempty"`
@@ -118,13 +124,18 @@ func build(ds *everynodev1alpha1.DaemonSet, nodes []corev1.Node, pods []corev1.P
 	for reason, n := range counts {
 		r.Reasons = append(r.Reasons, ReasonCount{Reason: reason, Nodes: n})
 	}
-	sort.Slice(r.Reasons, func(i, j int) bool {
-		if r.Reasons[i].Nodes != r.Reasons[j].Nodes {
-			return r.Reasons[i].Nodes > r.Reasons[j].Nodes
-		}
-		return r.Reasons[i].Reason < r.Reasons[j].Reason
-	})
+	sortReasons(r.Reasons)
 	return r
+}
+
+// sortReasons puts the most common reason first, then by name.
+func sortReasons(rs []ReasonCount) {
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].Nodes != rs[j].Nodes {
+			return rs[i].Nodes > rs[j].Nodes
+		}
+		return rs[i].Reason < rs[j].Reason
+	})
 }
 
 // pick returns the pod that speaks for a node: a ready one if there is
@@ -146,6 +157,7 @@ func pick(pods []*corev1.Pod) *corev1.Pod {
 
 func describePod(nr *NodeReport, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, failure string) {
 	nr.Pod, nr.Phase, nr.PodReady = pod.Name, string(pod.Status.Phase), placement.IsPodReady(pod)
+	nr.StartGated = placement.HasStartGate(pod)
 	for _, cs := range pod.Status.ContainerStatuses {
 		var state, detail string
 		switch {
