@@ -84,6 +84,10 @@ bench: tools build ## everynode against the built-in DaemonSet controller (NODES
 bench-churn: tools build ## Nodes join while one of ten sets rolls: per-node wait, everynode against upstream (NODES=1000)
 	BENCH_ARGS="--scenario=churn $(BENCH_ARGS)" e2e/hack/cluster.sh bench
 
+.PHONY: bench-order
+bench-order: tools build ## Nodes join under churn with a start-order chain a <- b <- c: per-node wait and the gate writes (everynode only; NODES=1000)
+	KWOK_START_DELAY=$${KWOK_START_DELAY:-1} BENCH_ARGS="--scenario=order $(BENCH_ARGS)" e2e/hack/cluster.sh bench
+
 .PHONY: bench-inplace
 bench-inplace: tools build ## The image update in place (with and without its gate) against upstream's recreate (NODES=1000)
 	KWOK_START_DELAY=$${KWOK_START_DELAY:-1} BENCH_ARGS="--scenario=inplace $(BENCH_ARGS)" e2e/hack/cluster.sh bench
