@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clienttesting "k8s.io/client-go/testing"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -139,5 +140,28 @@ func TestStartAfterIneligibleDependency(t *testing.T) {
 	gated, open := gatedNodes(f.podCreates())
 	if len(gated) != 1 || gated[0] != "gpu" || len(open) != 1 || open[0] != "cpu" {
 		t.Errorf("gated %v, open %v: want gpu gated (A runs there, no pod yet), cpu open", gated, open)
+	}
+}
+
+// A dependency rolling (its pod on a node replaced, the new one not Ready
+// yet) holds back no pod of the dependent set that already runs there:
+// nothing is gated but what is created.
+func TestStartAfterDependencyRolloutLeavesRunningPods(t *testing.T) {
+	f := newFixture(t)
+	a, b := testobj.Set("a"), testobj.Set("b")
+	b.Spec.StartAfter = []everynodev1alpha1.StartDependency{{Name: "a"}}
+	hashA := addSetWithRevision(f, a)
+	hashB := addSetWithRevision(f, b)
+	f.add(newNode("n1", nil), newNode("n2", nil))
+	old := testobj.Pod(a, "n1", hashA)
+	now := metav1.NewTime(testobj.T0)
+	old.DeletionTimestamp = &now
+	f.add(old, testobj.Pod(a, "n1", "new", testobj.NotReady), testobj.Pod(a, "n2", "new", testobj.NotReady))
+	f.add(testobj.Pod(b, "n1", hashB), testobj.Pod(b, "n2", hashB))
+	f.mustSync(b)
+	for _, act := range f.kube.Actions() {
+		if v := act.GetVerb(); act.GetResource().Resource == "pods" && (v == "create" || v == "patch" || v == "update" || v == "delete") {
+			t.Errorf("dependency rolling: b's sync sent %s %s", v, act.GetResource().Resource)
+		}
 	}
 }
