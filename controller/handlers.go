@@ -48,26 +48,14 @@ func (c *Controller) addEventHandlers(ctx context.Context, cfg Config) error {
 		if err := c.handle(cfg.Pods.Informer(), c.startOrderPodHandler(logger)); err != nil {
 			return fmt.Errorf("add start-order pod event handler: %w", err)
 		}
-		if err := c.handle(c.sets.informer(), c.startOrderSetHandler(logger, func(obj interface{}) (placement.StartKey, []placement.StartKey, bool) {
-			ds, ok := c.sets.fromCache(obj)
-			if !ok {
-				return placement.StartKey{}, nil, false
-			}
-			return placement.SetStartKey(ds), placement.StartAfterKeys(ds), true
-		})); err != nil {
+		if err := c.handle(c.sets.informer(), c.startOrderSetHandler(logger, c.setStartKeys)); err != nil {
 			return fmt.Errorf("add start-order set event handler: %w", err)
 		}
 		if c.appsPodIndexer != nil {
 			if err := c.handle(cfg.StartAfterPods.Informer(), c.startOrderPodHandler(logger)); err != nil {
 				return fmt.Errorf("add start-order apps pod event handler: %w", err)
 			}
-			if err := c.handle(cfg.StartAfterSets.Informer(), c.startOrderSetHandler(logger, func(obj interface{}) (placement.StartKey, []placement.StartKey, bool) {
-				ds, ok := obj.(*appsv1.DaemonSet)
-				if !ok {
-					return placement.StartKey{}, nil, false
-				}
-				return placement.StartKey{Group: everynodev1alpha1.GroupApps, Namespace: ds.Namespace, Name: ds.Name}, nil, true
-			})); err != nil {
+			if err := c.handle(cfg.StartAfterSets.Informer(), c.startOrderSetHandler(logger, appsStartKeys)); err != nil {
 				return fmt.Errorf("add start-order apps DaemonSet event handler: %w", err)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -246,10 +247,11 @@ func (c *Controller) enqueueDependents(logger klog.Logger, k placement.StartKey,
 	}
 }
 
-// startOrderHandlers wake the sets that wait for a dependency: when one
-// of its pods turns Ready (or shows up Ready), and when the set itself
-// appears, goes or changes its own startAfter (which may close a cycle).
-// Each event costs one index lookup.
+// startOrderPodHandler and startOrderSetHandler wake the sets that wait
+// for a dependency: when one of its pods turns Ready (or shows up Ready),
+// and when the set itself appears, goes, or changes its spec (its
+// eligibility, or its own startAfter, which may close a cycle). Each event
+// costs one index lookup.
 func (c *Controller) startOrderPodHandler(logger klog.Logger) cache.ResourceEventHandlerFuncs {
 	readyPod := func(pod *corev1.Pod) {
 		if k, ok := placement.PodSetKey(pod); ok {
@@ -287,9 +289,36 @@ func (c *Controller) startOrderSetHandler(logger klog.Logger, keyOf func(obj int
 		UpdateFunc: func(old, cur interface{}) {
 			_, oldDeps, ok1 := keyOf(old)
 			_, curDeps, ok2 := keyOf(cur)
-			if ok1 && ok2 && fmt.Sprint(oldDeps) != fmt.Sprint(curDeps) {
+			if !ok1 || !ok2 {
+				return
+			}
+			// A new spec may move the set off nodes where pods wait for it
+			// (selector, affinity, tolerations).
+			o, okO := old.(metav1.Object)
+			n, okN := cur.(metav1.Object)
+			if fmt.Sprint(oldDeps) != fmt.Sprint(curDeps) || (okO && okN && o.GetGeneration() != n.GetGeneration()) {
 				wake(cur)
 			}
 		},
 	}
+}
+
+// setStartKeys is the key and the dependencies of one of the controller's
+// sets, for startOrderSetHandler.
+func (c *Controller) setStartKeys(obj interface{}) (placement.StartKey, []placement.StartKey, bool) {
+	ds, ok := c.sets.fromCache(obj)
+	if !ok {
+		return placement.StartKey{}, nil, false
+	}
+	return placement.SetStartKey(ds), placement.StartAfterKeys(ds), true
+}
+
+// appsStartKeys is the key of an apps/v1 DaemonSet, which has no
+// dependencies, for startOrderSetHandler.
+func appsStartKeys(obj interface{}) (placement.StartKey, []placement.StartKey, bool) {
+	ds, ok := obj.(*appsv1.DaemonSet)
+	if !ok {
+		return placement.StartKey{}, nil, false
+	}
+	return placement.StartKey{Group: everynodev1alpha1.GroupApps, Namespace: ds.Namespace, Name: ds.Name}, nil, true
 }

@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,5 +165,56 @@ func TestStartAfterDependencyRolloutLeavesRunningPods(t *testing.T) {
 		if v := act.GetVerb(); act.GetResource().Resource == "pods" && (v == "create" || v == "patch" || v == "update" || v == "delete") {
 			t.Errorf("dependency rolling: b's sync sent %s %s", v, act.GetResource().Resource)
 		}
+	}
+}
+
+// The sets that start after a dependency are queued when its spec changes
+// (it may leave nodes where they wait), when it appears or goes, and when
+// one of its pods turns Ready; nothing else about it wakes them.
+func TestStartAfterWakesDependents(t *testing.T) {
+	f := newFixture(t)
+	a, b, other := testobj.Set("a"), testobj.Set("b"), testobj.Set("other")
+	b.Spec.StartAfter = []everynodev1alpha1.StartDependency{{Name: "a"}}
+	f.add(a, b, other)
+	h := f.c.startOrderSetHandler(klogDiscard, f.c.setStartKeys)
+	apps := f.c.startOrderSetHandler(klogDiscard, appsStartKeys)
+	newer := a.DeepCopy()
+	newer.Generation++
+	relabeled := a.DeepCopy()
+	relabeled.Labels = map[string]string{"x": "y"}
+	want := testobj.Namespace + "/b"
+	for name, tc := range map[string]struct {
+		event func()
+		wake  bool
+	}{
+		"a's spec changes":    {func() { h.OnUpdate(a, newer) }, true},
+		"a's labels change":   {func() { h.OnUpdate(a, relabeled) }, false},
+		"a appears":           {func() { h.OnAdd(a, false) }, true},
+		"a goes":              {func() { h.OnDelete(a) }, true},
+		"another set appears": {func() { h.OnAdd(other, false) }, false},
+		"an apps/v1 a appears": {func() {
+			apps.OnAdd(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: testobj.Namespace, Name: "a"}}, false)
+		}, false},
+		"a's pod turns Ready": {func() {
+			f.c.startOrderPodHandler(klogDiscard).OnUpdate(testobj.Pod(a, "n1", "h", testobj.NotReady), testobj.Pod(a, "n1", "h"))
+		}, true},
+		"a's pod stays Ready": {func() {
+			f.c.startOrderPodHandler(klogDiscard).OnUpdate(testobj.Pod(a, "n1", "h"), testobj.Pod(a, "n1", "h"))
+		}, false},
+		"other's pod turns Ready": {func() {
+			f.c.startOrderPodHandler(klogDiscard).OnUpdate(testobj.Pod(other, "n1", "h", testobj.NotReady), testobj.Pod(other, "n1", "h"))
+		}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f.queue.drain()
+			tc.event()
+			keys := f.queue.drain()
+			for _, d := range f.queue.takeDelayed() {
+				keys = append(keys, d.key)
+			}
+			if woke := slices.Contains(keys, want); woke != tc.wake {
+				t.Errorf("queued %v; want b queued: %v", keys, tc.wake)
+			}
+		})
 	}
 }
