@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
@@ -84,18 +90,89 @@ func gatedAndUnbound(t *testing.T, ns, set string, nodes []string) (bool, string
 	return len(problems) == 0, strings.Join(problems, "; "), nil
 }
 
+// podEvents records, from one watch of a namespace's pods, the position in
+// the watch of the first event that showed each set's pod for each node
+// Ready, and bound. One watch delivers a namespace's changes in the order
+// kube-apiserver made them (resourceVersion order, resumed where it left
+// off if the watch is cut), so comparing positions orders two events
+// without comparing clocks, whose conditions keep whole seconds only.
+type podEvents struct {
+	mu           sync.Mutex
+	n            int
+	ready, bound map[string]int // "set/node" -> position
+	err          error
+}
+
+func watchPodEvents(t *testing.T, ns string) *podEvents {
+	t.Helper()
+	list, err := kube.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	w, err := watchtools.NewRetryWatcherWithContext(wctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(c context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return kube.CoreV1().Pods(ns).Watch(c, o)
+		},
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	e := &podEvents{ready: map[string]int{}, bound: map[string]int{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				e.mu.Lock()
+				e.err = fmt.Errorf("watch event %s of %T", ev.Type, ev.Object)
+				e.mu.Unlock()
+				continue
+			}
+			ref := metav1.GetControllerOf(p)
+			if ref == nil {
+				continue
+			}
+			key := ref.Name + "/" + p.Annotations[everynodev1alpha1.AnnotationTargetNode]
+			e.mu.Lock()
+			e.n++
+			if _, seen := e.ready[key]; !seen && podCondition(p, corev1.PodReady) == corev1.ConditionTrue {
+				e.ready[key] = e.n
+			}
+			if _, seen := e.bound[key]; !seen && p.Spec.NodeName != "" {
+				e.bound[key] = e.n
+			}
+			e.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); cancel(); <-done })
+	return e
+}
+
+// order returns the positions of set's pod for node turning Ready and
+// being bound; 0 for not seen.
+func (e *podEvents) order(set, node string) (ready, bound int, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ready[set+"/"+node], e.bound[set+"/"+node], e.err
+}
+
 // TestStartAfterWaitsForDependencyOnEachNode: set b starts after set a,
 // whose pods are slow to turn Ready. On 5 nodes and one that joins later,
 // b's pod on a node is created with the start-after gate and stays
 // unbound until a's pod on that node is Ready, and only there: opening a's
 // pods one node at a time, every node not yet opened still holds b's pod
-// gated and unbound. At the end, on every node, b's pod was scheduled
-// (PodScheduled True) no earlier than a's pod there turned Ready. A
+// gated and unbound. At the end, on every node, b's pod was bound after
+// a's pod there turned Ready, in the order of one watch of the pods (and
+// its PodScheduled is no earlier than a's Ready, to the second). A
 // controller that never gates fails the first check (b's pods are bound at
 // once); one that ungates every node when one turns Ready fails the
 // per-node check.
 func TestStartAfterWaitsForDependencyOnEachNode(t *testing.T) {
 	ns := newNamespace(t)
+	events := watchPodEvents(t, ns)
 	sel := map[string]string{scenarioLabel: "order-" + randSuffix()}
 	nodes := createNodes(t, "order", 5, sel)
 	a := simpleSet(ns, "a", sel)
@@ -147,6 +224,16 @@ func TestStartAfterWaitsForDependencyOnEachNode(t *testing.T) {
 		if !ok {
 			t.Fatalf("b's pod on %s is not scheduled", n)
 		}
+		aReady, _, errA := events.order("a", n)
+		_, bBound, errB := events.order("b", n)
+		switch err := errors.Join(errA, errB); {
+		case err != nil:
+			t.Errorf("watching the pods: %v", err)
+		case aReady == 0 || bBound == 0:
+			t.Errorf("%s: the watch saw a's pod Ready at event %d, b's pod bound at event %d (0: not seen)", n, aReady, bBound)
+		case bBound < aReady:
+			t.Errorf("%s: b's pod bound at event %d of the watch, before a's pod turned Ready at event %d", n, bBound, aReady)
+		}
 		if scheduledAt.Before(readyAt) {
 			t.Errorf("%s: b's pod scheduled at %s, before a's pod turned Ready at %s", n, scheduledAt.Format(time.RFC3339), readyAt.Format(time.RFC3339))
 		}
@@ -155,7 +242,7 @@ func TestStartAfterWaitsForDependencyOnEachNode(t *testing.T) {
 		if g := bPods[n].Generation; g != 2 {
 			t.Errorf("%s: b's pod has generation %d, want 2 (created gated, one update removing the gate)", n, g)
 		}
-		t.Logf("%s: a Ready at %s, b scheduled at %s", n, readyAt.Format(time.RFC3339), scheduledAt.Format(time.RFC3339))
+		t.Logf("%s: a Ready at %s (watch event %d), b scheduled at %s (bound: watch event %d)", n, readyAt.Format(time.RFC3339), aReady, scheduledAt.Format(time.RFC3339), bBound)
 	}
 }
 
