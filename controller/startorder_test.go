@@ -64,6 +64,14 @@ func TestStartAfterGatesOnlyWhereTheDependencyIsNotReady(t *testing.T) {
 	if got := f.startPatches(); len(got) != 0 {
 		t.Fatalf("gates removed while A is not Ready: %v", got)
 	}
+	// Waiting its turn is no stuck rollout.
+	st := f.set(b).Status
+	if c := meta.FindStatusCondition(st.Conditions, everynodev1alpha1.ConditionAvailable); c == nil || c.Reason != everynodev1alpha1.ReasonPodsWaitingForDependencies {
+		t.Errorf("Available %+v, want reason %s", c, everynodev1alpha1.ReasonPodsWaitingForDependencies)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, everynodev1alpha1.ConditionProgressing); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Progressing %+v, want True while pods wait for their dependencies", c)
+	}
 
 	readyNow := slow.DeepCopy()
 	readyNow.Status.Conditions[0].Status = corev1.ConditionTrue
