@@ -117,7 +117,7 @@ conformance: tools build ## Upstream's DaemonSet e2e specs on a kwok cluster (MO
 	e2e/hack/cluster.sh conformance
 
 .PHONY: check
-check: lint verify-generate test fuzz-brief chart-lint rules-check e2e e2e-real-node ## Everything CI runs
+check: lint verify-generate test fuzz-brief chart-lint rules-check e2e e2e-real-node conformance ## Everything CI runs
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached e2e tools)

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
@@ -86,9 +87,10 @@ func (b *bench) unreachableOnce(ctx context.Context, s system, round int) (*unre
 	b.settle(ctx, lbl)
 	b.quiet(ctx, lbl, 5*time.Minute)
 
-	logf("%s healthy update, maxUnavailable 10%%", lbl)
+	budget := b.c.unreachableBudget
+	logf("%s healthy update, maxUnavailable %s", lbl, budget)
 	t1 := time.Now()
-	if err := b.w.rollingUpdate(ctx, s, image2, "10%", "0"); err != nil {
+	if err := b.w.rollingUpdate(ctx, s, image2, budget, "0"); err != nil {
 		return nil, err
 	}
 	res.healthy = b.wait(ctx, lbl+" healthy update", t1, image2, true)
@@ -129,9 +131,9 @@ func (b *bench) unreachableOnce(ctx context.Context, s system, round int) (*unre
 	b.quiet(ctx, lbl, 5*time.Minute)
 
 	before := b.m.snapshot(ctx)
-	logf("%s update with %d nodes unreachable, maxUnavailable 10%%", lbl, len(down))
+	logf("%s update with %d nodes unreachable, maxUnavailable %s", lbl, len(down), budget)
 	t2 := time.Now()
-	if err := b.w.rollingUpdate(ctx, s, image3, "10%", "0"); err != nil {
+	if err := b.w.rollingUpdate(ctx, s, image3, budget, "0"); err != nil {
 		heal()
 		return nil, err
 	}
@@ -236,22 +238,20 @@ func (b *bench) partition(ctx context.Context, nodes []string) error {
 	}
 	now := metav1.Now()
 	for _, name := range nodes {
-		n, err := b.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for i := range n.Status.Conditions {
-			if c := &n.Status.Conditions[i]; c.Type == corev1.NodeReady {
-				c.Status, c.Reason, c.Message, c.LastTransitionTime = corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status.", now
+		if err := b.changeNode(ctx, name, true, func(n *corev1.Node) {
+			for i := range n.Status.Conditions {
+				if c := &n.Status.Conditions[i]; c.Type == corev1.NodeReady {
+					c.Status, c.Reason, c.Message, c.LastTransitionTime = corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status.", now
+				}
 			}
-		}
-		if n, err = b.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		}); err != nil {
 			return fmt.Errorf("node %s Unknown: %w", name, err)
 		}
-		n.Spec.Taints = append(n.Spec.Taints,
-			corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
-			corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &now})
-		if _, err := b.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		if err := b.changeNode(ctx, name, false, func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints,
+				corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
+				corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &now})
+		}); err != nil {
 			return fmt.Errorf("node %s tainted: %w", name, err)
 		}
 		pods, err := b.cs.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
@@ -276,43 +276,59 @@ func (b *bench) heal(ctx context.Context, nodes []string) error {
 	_ = b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, partitionPolicy, metav1.DeleteOptions{})
 	_ = b.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, partitionPolicy, metav1.DeleteOptions{})
 	for _, name := range nodes {
-		n, err := b.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		if err := b.changeNode(ctx, name, false, func(n *corev1.Node) {
+			var keep []corev1.Taint
+			for _, t := range n.Spec.Taints {
+				if t.Key != corev1.TaintNodeUnreachable {
+					keep = append(keep, t)
+				}
+			}
+			n.Spec.Taints = keep
+		}); err != nil {
 			return err
 		}
-		var keep []corev1.Taint
-		for _, t := range n.Spec.Taints {
-			if t.Key != corev1.TaintNodeUnreachable {
-				keep = append(keep, t)
+		if err := b.changeNode(ctx, name, true, func(n *corev1.Node) {
+			for i := range n.Status.Conditions {
+				if c := &n.Status.Conditions[i]; c.Type == corev1.NodeReady {
+					c.Status, c.Reason, c.Message, c.LastTransitionTime = corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status", metav1.Now()
+				}
 			}
-		}
-		n.Spec.Taints = keep
-		if n, err = b.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		for i := range n.Status.Conditions {
-			if c := &n.Status.Conditions[i]; c.Type == corev1.NodeReady {
-				c.Status, c.Reason, c.Message, c.LastTransitionTime = corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status", metav1.Now()
-			}
-		}
-		if _, err := b.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// changeNode applies change to the node named name, its status when
+// status, reading it again on a conflict (kwok writes nodes too).
+func (b *bench) changeNode(ctx context.Context, name string, status bool, change func(*corev1.Node)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := b.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(n)
+		if status {
+			_, err = b.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		} else {
+			_, err = b.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		}
+		return err
+	})
+}
+
 // writeUnreachableReport writes <out>/<N>-nodes-unreachable.md.
 func writeUnreachableReport(c config, runs []*unreachableResult, start time.Time) (string, error) {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "# Rolling update with %.0f%% of the nodes unreachable, %d nodes\n\n", unreachableShare*100, c.nodes)
+	fmt.Fprintf(&sb, "# Rolling update with %.0f%% of the nodes unreachable, maxUnavailable %s, %d nodes\n\n", unreachableShare*100, c.unreachableBudget, c.nodes)
 	fmt.Fprintf(&sb, "%s, everynode %s, %d rounds, upstream and everynode alternated, client QPS %d, burst %d. "+
-		"Per run: the set rolls out, updates on the healthy cluster (maxUnavailable 10%%), then %.0f%% of the nodes, spread by name, "+
+		"Per run: the set rolls out, updates on the healthy cluster (maxUnavailable %s), then %.0f%% of the nodes, spread by name, "+
 		"turn unreachable as kube-controller-manager leaves them (Ready Unknown, the unreachable taints, their pods not Ready; "+
 		"kwok cannot confirm a pod's deletion there) and the set updates again. Figure: seconds from the set's patch until every "+
 		"serving node runs an available pod of the new image; the second update gets %d times the first's time (at least a minute). "+
 		"Each cell: median (min–max); a ratio counts only where the medians differ by more than the larger spread, otherwise tie.\n\n",
-		start.Format("2006-01-02 15:04"), c.rev, c.rounds, c.qps, c.burst, unreachableShare*100, unreachableWindow)
+		start.Format("2006-01-02 15:04"), c.rev, c.rounds, c.qps, c.burst, c.unreachableBudget, unreachableShare*100, unreachableWindow)
 	sb.WriteString("| system | healthy update s | update with nodes unreachable s | ratio (unreachable / healthy) | runs finished | serving nodes updated (median) | controller requests (median) |\n|---|---|---|---|---|---|---|\n")
 	for _, s := range []system{upstream, everynode} {
 		var healthy, degraded, done, reqs []float64
@@ -347,7 +363,7 @@ func writeUnreachableReport(c config, runs []*unreachableResult, start time.Time
 			dcell = fmtSummary(d) + fmt.Sprintf(" in %d runs; the others not done", finished)
 		}
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %d of %d | %s of %d | %s |\n", s.name, fmtSummary(h), dcell, ratio, finished, total,
-			fmtNum(summarize(done).median), serving, fmtNum(summarize(reqs).median))
+			fmt.Sprintf("%.0f", summarize(done).median), serving, fmt.Sprintf("%.0f", summarize(reqs).median))
 	}
 	sb.WriteString("\nPer run:\n\n| run | healthy s | unreachable s | serving nodes updated | controller requests |\n|---|---|---|---|---|\n")
 	sorted := append([]*unreachableResult(nil), runs...)
@@ -356,5 +372,8 @@ func writeUnreachableReport(c config, runs []*unreachableResult, start time.Time
 		fmt.Fprintf(&sb, "| %s r%d | %s | %s | %d of %d | %d |\n", r.system, r.round, fmtNum(r.healthy), fmtNum(r.degraded), r.done, r.serving, r.requests)
 	}
 	path := reportBase(c.out, c.nodes) + "-unreachable.md"
+	if c.unreachableBudget != "10%" {
+		path = reportBase(c.out, c.nodes) + "-unreachable-" + strings.TrimSuffix(c.unreachableBudget, "%") + "pct.md"
+	}
 	return path, os.WriteFile(path, []byte(sb.String()), 0o644)
 }

@@ -48,6 +48,8 @@ type config struct {
 	// inPlaceVariants are the keys of the in-place scenario's variants to
 	// run (inplace.go), all when empty.
 	inPlaceVariants string
+	// unreachableBudget is the --scenario=unreachable updates' maxUnavailable.
+	unreachableBudget string
 	// profileDir, when set, gets CPU profiles of each join wave
 	// (profile.go); profileURLs are more processes to profile, name=url.
 	profileDir     string
@@ -126,6 +128,7 @@ func main() {
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.BoolVar(&c.dry, "dry", false, "check the setup and exit")
 	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "order": nodes join while a set rolls, with a start-order chain of three sets, everynode only (order.go); "inplace": the image update in place against upstream's recreate (inplace.go); "takeover": one apps/v1 set by kube-controller-manager and by everynode --takeover (takeover.go); "hang": a burst of plain pods with everynode up, hung (SIGSTOP) and with no extender (hang.go); "unreachable": an update on a healthy cluster, then one with 2% of the nodes unreachable (lifecycle.go)`)
+	flag.StringVar(&c.unreachableBudget, "unreachable-max-unavailable", "10%", "with --scenario=unreachable: the updates' maxUnavailable (with 2%, the unreachable nodes fill upstream's budget)")
 	flag.StringVar(&c.inPlaceVariants, "inplace-variants", "", "with --scenario=inplace: the variants to run, comma separated (upstream, gate, nogate; upstream-1 and recreate-1, maxUnavailable 1 over the first 100 nodes, run only when named); empty: upstream, gate, nogate")
 	flag.StringVar(&c.profileDir, "profile-joins", "", "directory for CPU profiles of every process over each join wave (a diagnostic: off by default)")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 3, "length of each join wave's CPU profiles, from the wave's first node create")
