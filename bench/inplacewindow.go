@@ -28,7 +28,7 @@ import (
 // controller's own share of each wave while the budget bounds the update.
 //
 // For the ungated variant only: with the gate, everynode's gate writes and
-// kwok's Ready flip (kubelet-gates) come between, and "running" is not yet
+// kwok's Ready flip (kubelet-ready) come between, and "running" is not yet
 // available.
 
 // inPlaceWrites is what the window keeps of the audit log: per pod,

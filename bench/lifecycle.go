@@ -218,11 +218,18 @@ func (b *bench) partition(ctx context.Context, nodes []string) error {
 			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{
 				{RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Delete},
 					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+				{RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Update},
+					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/status"}}}},
 			}},
 			Variables: []admissionv1.Variable{{Name: "nodes", Expression: "[" + strings.Join(quoted, ", ") + "]"}},
 			Validations: []admissionv1.Validation{{
-				Expression: "!has(oldObject.spec.nodeName) || !(oldObject.spec.nodeName in variables.nodes) || !has(oldObject.metadata.deletionTimestamp)",
+				Expression: "request.operation != 'DELETE' || !has(oldObject.spec.nodeName) || !(oldObject.spec.nodeName in variables.nodes) || !has(oldObject.metadata.deletionTimestamp)",
 				Message:    "the node is unreachable: no kubelet confirms this pod is gone",
+			}, {
+				// kwok, playing the kubelet, would report the pods Ready
+				// again (e2e/kwok: kubelet-ready).
+				Expression: "request.operation != 'UPDATE' || !has(object.spec.nodeName) || !(object.spec.nodeName in variables.nodes) || !has(object.status.conditions) || !object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')",
+				Message:    "the node is unreachable: no kubelet reports this pod Ready",
 			}},
 		},
 	}
