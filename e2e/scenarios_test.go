@@ -757,6 +757,12 @@ func setPodReady(t *testing.T, ns, name string, ready bool) {
 				pod.Status.Conditions[i].LastTransitionTime = metav1.Now()
 			}
 		}
+		// As a readiness probe would: the containers' ready says the same,
+		// or kwok, playing the kubelet, works Ready out again from them
+		// (e2e/kwok: kubelet-ready).
+		for i := range pod.Status.ContainerStatuses {
+			pod.Status.ContainerStatuses[i].Ready = ready
+		}
 		_, err = kube.CoreV1().Pods(ns).UpdateStatus(ctx(t), pod, metav1.UpdateOptions{})
 		if err == nil {
 			return
