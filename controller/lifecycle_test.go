@@ -85,19 +85,26 @@ func (f *fixture) runRollout(ds *everynodev1alpha1.DaemonSet) {
 	f.t.Fatal("rollout did not settle")
 }
 
+// settledSet adds n nodes and ds with a pod of its first revision on
+// each, and lets the set settle.
+func (f *fixture) settledSet(ds *everynodev1alpha1.DaemonSet, n int) *everynodev1alpha1.DaemonSet {
+	f.t.Helper()
+	addNodes(f, n)
+	oldHash := addSetWithRevision(f, ds)
+	for i := 0; i < n; i++ {
+		f.add(newPod(ds, fmt.Sprintf("node-%d", i), oldHash))
+	}
+	f.settle(ds)
+	f.syncCaches()
+	return ds
+}
+
 // Two unreachable nodes against maxUnavailable 1: upstream counts their
 // not-Ready pods against the budget and stalls; everynode skips them,
 // updates the other eight, and says so.
 func TestRolloutSkipsUnreachableNodes(t *testing.T) {
 	f := newFixture(t)
-	addNodes(f, 10)
-	ds := newSet("agent")
-	oldHash := addSetWithRevision(f, ds)
-	for i := 0; i < 10; i++ {
-		f.add(newPod(ds, fmt.Sprintf("node-%d", i), oldHash))
-	}
-	f.settle(ds)
-	f.syncCaches()
+	ds := f.settledSet(newSet("agent"), 10)
 	f.makeUnreachable("node-3", f.clock.Now().Add(-time.Minute))
 	f.makeUnreachable("node-7", f.clock.Now().Add(-time.Minute))
 	f.syncCaches()
@@ -125,14 +132,7 @@ func TestRolloutSkipsUnreachableNodes(t *testing.T) {
 // gets no new one; a node in maintenance (still eligible) too.
 func TestRolloutLeavesLeavingNodesAlone(t *testing.T) {
 	f := newFixture(t)
-	addNodes(f, 4)
-	ds := newSet("agent")
-	oldHash := addSetWithRevision(f, ds)
-	for i := 0; i < 4; i++ {
-		f.add(newPod(ds, fmt.Sprintf("node-%d", i), oldHash))
-	}
-	f.settle(ds)
-	f.syncCaches()
+	ds := f.settledSet(newSet("agent"), 4)
 	f.changeNode("node-1", func(n *corev1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: placement.TaintKarpenterDisrupted, Effect: corev1.TaintEffectNoSchedule})
 	})
@@ -203,14 +203,7 @@ func TestUnreachableAfterUpdateStopsTheRollout(t *testing.T) {
 
 	// A node that was down before its pod came is only skipped.
 	g := newFixture(t)
-	ds2 := failingSet(everynodev1alpha1.RolloutFailurePause)
-	addNodes(g, 3)
-	oldHash := addSetWithRevision(g, ds2)
-	for i := 0; i < 3; i++ {
-		g.add(newPod(ds2, fmt.Sprintf("node-%d", i), oldHash))
-	}
-	g.settle(ds2)
-	g.syncCaches()
+	ds2 := g.settledSet(failingSet(everynodev1alpha1.RolloutFailurePause), 3)
 	g.makeUnreachable("node-0", g.clock.Now().Add(-time.Minute))
 	g.syncCaches()
 	ds2 = g.changeTemplate(ds2, "agent:2")
