@@ -164,6 +164,21 @@ type DaemonSetSpec struct {
 	// minReadySeconds longer than that grace.
 	// +optional
 	NodeLifecycle *NodeLifecycle `json:"nodeLifecycle,omitempty"`
+
+	// NodeSizing sizes named containers' requests and limits on each node
+	// from the node's allocatable: a fraction of it, clamped to a min and
+	// a max. The values go on the pods only, not into the revision: a
+	// change of the rule, or of a node's allocatable, resizes the running
+	// pods in place (the pods/resize subresource, the same UID), at most
+	// maxUnavailable of them in flight, and recreates a pod only where its
+	// kubelet refuses the resize (PodResizePending Infeasible), the API
+	// refuses it, or an extended resource changes. The sizes apply after
+	// nodeOverrides, so they win for the resources they size.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	NodeSizing []ContainerSizing `json:"nodeSizing,omitempty"`
 }
 
 // NodeOverride is a change to the pod template for the nodes that match
@@ -441,6 +456,11 @@ type DaemonSetStatus struct {
 	// serves. The Progressing condition names them.
 	// +optional
 	SkippedNodes *SkippedNodes `json:"skippedNodes,omitempty"`
+
+	// NodeSizing counts the pods by how their sizes stand against
+	// spec.nodeSizing; absent without it.
+	// +optional
+	NodeSizing *NodeSizingStatus `json:"nodeSizing,omitempty"`
 }
 
 // RolloutFailure records a rollout that stopped itself.

@@ -166,6 +166,11 @@ const (
 	// not wait for each other, so no node deadlocks). The message names
 	// the missing sets or the cycle.
 	ConditionStartOrderBroken = "StartOrderBroken"
+	// ConditionNodeSizingDoesNotFit is True when spec.nodeSizing asks, on
+	// some nodes, more than the node's allocatable (a min above it):
+	// their pods keep their size, a new pod there stays Pending, and the
+	// message names the nodes (ReasonRequestsAboveAllocatable).
+	ConditionNodeSizingDoesNotFit = "NodeSizingDoesNotFit"
 )
 
 // Reasons of the Progressing and Available conditions. They are API: users,
@@ -226,8 +231,9 @@ const (
 	ReasonDaemonResourceNotIgnored = "DaemonResourceNotIgnored"
 	// ReasonDependencyNotFound and ReasonDependencyCycle: StartOrderBroken
 	// is True.
-	ReasonDependencyNotFound = "DependencyNotFound"
-	ReasonDependencyCycle    = "DependencyCycle"
+	ReasonRequestsAboveAllocatable = "RequestsAboveAllocatable"
+	ReasonDependencyNotFound       = "DependencyNotFound"
+	ReasonDependencyCycle          = "DependencyCycle"
 	// ReasonPodsWaitingForDependencies: pods hold their start-after
 	// scheduling gate (spec.startAfter); a rollout passes through it.
 	ReasonPodsWaitingForDependencies = "PodsWaitingForDependencies"
