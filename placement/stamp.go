@@ -77,8 +77,10 @@ func unstampedPod(ds *everynodev1alpha1.DaemonSet, hash string) *corev1.Pod {
 // so no override can undo the pin or the tolerations, given schedulerName
 // (WithSchedulerName), and marked made whole (AnnotationMadeWhole): it is
 // what /mutate/pod would make of it, so the webhook is not called for it.
-// Overrides hold in every namespace, webhooks or not. node may be nil for
-// a set without overrides.
+// Overrides hold in every namespace, webhooks or not. Then the containers
+// spec.nodeSizing names get the node's sizes (SizeOf), after the
+// overrides, so the sizes win. node may be nil for a set with neither
+// (NeedsNode).
 //
 // An override that changes what decides eligibility (OverrideChanges) is
 // an error: the node was chosen from the template's. Validation refuses
@@ -100,12 +102,24 @@ func NewPodFor(ds *everynodev1alpha1.DaemonSet, node *corev1.Node, nodeName, has
 		}
 		Stamp(pod, nodeName)
 	}
+	if len(ds.Spec.NodeSizing) > 0 {
+		if node == nil {
+			return nil, fmt.Errorf("node %q is needed to size the set's pod (spec.nodeSizing)", nodeName)
+		}
+		ApplySize(pod, SizeOf(ds.Spec.NodeSizing, node))
+	}
 	WithSchedulerName(pod, schedulerName)
 	if s := UpdateStrategy(ds); s.InPlaceGate() {
 		WithInPlaceGate(pod)
 	}
 	pod.Annotations[everynodev1alpha1.AnnotationMadeWhole] = everynodev1alpha1.AnnotationMadeWholeValue
 	return pod, nil
+}
+
+// NeedsNode reports whether NewPodFor needs the node object, not only its
+// name: for the set's node overrides or its node sizing.
+func NeedsNode(ds *everynodev1alpha1.DaemonSet) bool {
+	return len(ds.Spec.NodeOverrides) > 0 || len(ds.Spec.NodeSizing) > 0
 }
 
 // WithSchedulerName gives pod the scheduler name of the installation (a
