@@ -75,6 +75,7 @@ func validateDaemonSetSpec(spec *everynodev1alpha1.DaemonSetSpec, fldPath *field
 		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(*spec.RevisionHistoryLimit), fldPath.Child("revisionHistoryLimit"))...)
 	}
 	errs = append(errs, validateNodeOverrides(spec, fldPath.Child("nodeOverrides"))...)
+	errs = append(errs, placement.ValidateNodeSizing(spec.NodeSizing, &spec.Template, fldPath.Child("nodeSizing"))...)
 	return errs
 }
 
