@@ -28,6 +28,10 @@ func (nopPodControl) SetPodGate(context.Context, *everynodev1alpha1.DaemonSet, *
 	return nil
 }
 
+func (nopPodControl) ResizePod(context.Context, *everynodev1alpha1.DaemonSet, *corev1.Pod, []byte, string) error {
+	return nil
+}
+
 func (nopPodControl) RemoveStartGate(context.Context, *everynodev1alpha1.DaemonSet, *corev1.Pod) error {
 	return nil
 }

@@ -26,6 +26,14 @@ const (
 	// ReasonFailedStartGate: removing a daemon pod's start-after
 	// scheduling gate (spec.startAfter) failed.
 	ReasonFailedStartGate = "FailedStartGate"
+	// ReasonSuccessfulResize: a pod resized in place to its node's size
+	// (spec.nodeSizing).
+	ReasonSuccessfulResize = "SuccessfulResize"
+	// ReasonFailedResize: a resize the API server did not take.
+	ReasonFailedResize = "FailedResize"
+	// ReasonRecreatingForSize: a pod deleted to be made anew at its
+	// node's size, because no resize could size it; the message says why.
+	ReasonRecreatingForSize = "RecreatingForSize"
 	// ReasonStoppedMarkingDaemonPods: the controller saw a daemon pod that
 	// kube-scheduler left Pending for want of the daemon-pod marker and
 	// turned the marker off for this process (Warning, once, on the set

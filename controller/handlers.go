@@ -235,10 +235,12 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 		return
 	}
 	completed := false
-	if placement.RevisionHash(oldPod) != placement.RevisionHash(curPod) || gateOpened(oldPod, curPod) || startGateRemoved(oldPod, curPod) {
+	if placement.RevisionHash(oldPod) != placement.RevisionHash(curPod) || gateOpened(oldPod, curPod) || startGateRemoved(oldPod, curPod) ||
+		(len(ds.Spec.NodeSizing) > 0 && resized(oldPod, curPod)) {
 		// An in-place update (or a hash relabel) shows, or an opening of
 		// the in-place gate (openGates expects both alike), or the
-		// removal of the start-after gate (removeStartGates).
+		// removal of the start-after gate (removeStartGates), or a resize
+		// (resize).
 		completed = c.state.updateObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(curPod).String())
 	}
 	if oldRef == nil {

@@ -61,10 +61,10 @@ func (c *Controller) updateInPlace(ctx context.Context, v *plan.View, pods []*pl
 func (c *Controller) updatePodInPlace(ctx context.Context, v *plan.View, p *plan.DaemonPod) error {
 	nodeName := p.Spec.NodeName
 	var node *corev1.Node
-	if len(v.DS.Spec.NodeOverrides) > 0 {
+	if placement.NeedsNode(v.DS) {
 		n, err := c.nodeLister.Get(nodeName)
 		if err != nil {
-			return fmt.Errorf("node %s for the set's nodeOverrides: %w", nodeName, err)
+			return fmt.Errorf("node %s for the set's nodeOverrides or nodeSizing: %w", nodeName, err)
 		}
 		node = n
 	}

@@ -40,6 +40,13 @@ var (
 		Help:      "Daemon pods whose images the controller asked the API server to patch in place, by result (success or error).",
 	}, []string{"result"})
 
+	podsResized = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "everynode",
+		Subsystem: "controller",
+		Name:      "pods_resized_total",
+		Help:      "Daemon pods the controller asked the API server to resize in place (pods/resize, spec.nodeSizing), by result (success or error).",
+	}, []string{"result"})
+
 	podGateWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "everynode",
 		Subsystem: "controller",
@@ -99,7 +106,7 @@ var (
 // registration error is a programming error and panics, as MustRegister.
 func RegisterMetrics(r prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{
-		syncDuration, podsCreated, podsDeleted, podsUpdatedInPlace, podGateWrites, startGatesRemoved, rolloutsStopped,
+		syncDuration, podsCreated, podsDeleted, podsUpdatedInPlace, podsResized, podGateWrites, startGatesRemoved, rolloutsStopped,
 		queueDepth, queueAdds, queueLatency, queueWork, queueUnfinished, queueLongest, queueRetries,
 	} {
 		if err := r.Register(c); err != nil {

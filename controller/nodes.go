@@ -47,6 +47,10 @@ func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
 		// its pods), which the node's own sync finds.
 		c.enqueueSetsWithPodsOn(logger, curNode.Name)
 		c.nodeQueue.Add(curNode.Name)
+	} else if placement.AllocatableChanged(oldNode, curNode) {
+		// The node's size changed: the sets with spec.nodeSizing resize
+		// their pod there.
+		c.enqueueSetsWithPodsOn(logger, curNode.Name)
 	}
 }
 

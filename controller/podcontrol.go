@@ -30,6 +30,9 @@ type PodControl interface {
 	// (placement.InPlaceGatePatch), which sets its in-place gate condition
 	// to status.
 	SetPodGate(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, status corev1.ConditionStatus, patch []byte) error
+	// ResizePod applies patch (placement.ResizePatch) to pod through the
+	// pods/resize subresource; what names the new size for the event.
+	ResizePod(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, patch []byte, what string) error
 	// RemoveStartGate removes pod's start-after scheduling gate
 	// (placement.StartGateRemovalPatch).
 	RemoveStartGate(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod) error
@@ -96,6 +99,19 @@ func (r realPodControl) SetPodGate(ctx context.Context, ds *everynodev1alpha1.Da
 		}
 		return fmt.Errorf("set the in-place gate of pod %s/%s to %s: %w", pod.Namespace, pod.Name, status, err)
 	}
+	return nil
+}
+
+func (r realPodControl) ResizePod(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, patch []byte, what string) error {
+	_, err := r.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize")
+	podsResized.WithLabelValues(resultLabel(err)).Inc()
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			r.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedResize, "Error resizing pod %s: %v", pod.Name, err)
+		}
+		return fmt.Errorf("resize pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	r.recorder.Eventf(ds, corev1.EventTypeNormal, ReasonSuccessfulResize, "Resized pod %s on node %s: %s", pod.Name, pod.Spec.NodeName, what)
 	return nil
 }
 

@@ -160,6 +160,15 @@ func (c *Controller) reconcile(ctx context.Context, v *plan.View) error {
 			return err
 		}
 	}
+	// Resizes go only when every pod change asked for so far shows:
+	// neither manage nor the rolling update sent one this sync (a pod being
+	// replaced gets its size by being made anew), and the pods read are
+	// those the budget was counted on.
+	if c.state.satisfied(cache.MetaObjectToName(v.DS)) {
+		if err := c.resize(ctx, v); err != nil {
+			return fmt.Errorf("resize pods: %w", err)
+		}
+	}
 	if err := c.openGates(ctx, v); err != nil {
 		return fmt.Errorf("open in-place readiness gates: %w", err)
 	}

@@ -106,10 +106,10 @@ func (c *Controller) createPods(ctx context.Context, ds *everynodev1alpha1.Daemo
 // of so, and creates it.
 func (c *Controller) createPod(ctx context.Context, ds *everynodev1alpha1.DaemonSet, nodeName, hash string, so *startOrder) error {
 	var node *corev1.Node
-	if len(ds.Spec.NodeOverrides) > 0 {
+	if placement.NeedsNode(ds) {
 		n, err := c.nodeLister.Get(nodeName)
 		if err != nil {
-			return fmt.Errorf("node %s for the set's nodeOverrides: %w", nodeName, err)
+			return fmt.Errorf("node %s for the set's nodeOverrides or nodeSizing: %w", nodeName, err)
 		}
 		node = n
 	}

@@ -102,6 +102,17 @@ func ComputeStatus(v *View) StatusReport {
 		failing, _ = failingPods(v, failureRules(&v.Strategy), v.Strategy.ProgressDeadline)
 	}
 	meta.SetStatusCondition(&st.Conditions, progressingCondition(&st, t, v.Policy, vd, failing, dl, now))
+	if len(ds.Spec.NodeSizing) > 0 {
+		sizing := PlanResize(v, 0)
+		st.NodeSizing = &sizing.Status
+		reason := ""
+		if len(sizing.DoesNotFit) > 0 {
+			reason = everynodev1alpha1.ReasonRequestsAboveAllocatable
+		}
+		setWarning(&st, everynodev1alpha1.ConditionNodeSizingDoesNotFit, reason, DoesNotFitMessage(sizing.DoesNotFit), now)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, everynodev1alpha1.ConditionNodeSizingDoesNotFit)
+	}
 	if c, ok := t.excluded.condition(st.ObservedGeneration, now); ok {
 		meta.SetStatusCondition(&st.Conditions, c)
 	} else {
