@@ -72,7 +72,10 @@ func filterDaemonPod(pod *corev1.Pod, names []string, c *cluster) (filterOutcome
 
 // targetReason says why a daemon pod may not go to its target node, or ""
 // if it may: its set must still exist, the node must exist and still be
-// eligible for the set, and the node must hold no other live pod of the set,
+// eligible for the set, the pod must not ask more than the node's
+// allocatable in all (spec.nodeSizing with a min above it, say: the
+// scheduler would otherwise look for victims to evict, for nothing), and
+// the node must hold no other live pod of the set,
 // unless the set surges during a rolling update and that pod is of another
 // revision (the old pod stays until the new one is available).
 func targetReason(pod *corev1.Pod, target string, c *cluster) (string, error) {
@@ -92,6 +95,9 @@ func targetReason(pod *corev1.Pod, target string, c *cluster) (string, error) {
 	// controller from creating it.
 	if d := placement.NewEligibility(set).ForNode(node); !d.ShouldRun {
 		return reasonNotEligible(setKey, d.Reason), nil
+	}
+	if too := placement.AboveAllocatable(pod, node); len(too) > 0 {
+		return reasonAboveAllocatable(setKey, too), nil
 	}
 	refOf := placement.ControllerRef
 	if placement.IsApps(set) {

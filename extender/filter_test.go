@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -31,6 +32,13 @@ func TestFilter(t *testing.T) {
 	orphan.OwnerReferences = nil
 	stale := daemonPod(agent, "agent-new", "n1", "v2")
 	stale.OwnerReferences[0].UID = "uid-of-a-deleted-set"
+
+	big := daemonPod(agent, "agent-new", "n1", "v2")
+	big.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), "everynode.io/daemon": resource.MustParse("1")}
+	small := node("n1", nil)
+	small.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	roomy := node("n1", nil)
+	roomy.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
 
 	const (
 		elsewhere = "everynode: daemon pod belongs to node n1"
@@ -78,6 +86,19 @@ func TestFilter(t *testing.T) {
 			names:      []string{"n1"},
 			wantPassed: []string{},
 			wantFailed: map[string]string{"n1": "everynode: node no longer runs DaemonSet infra/agent: " + placement.ReasonUntoleratedNoS},
+		},
+		"daemon pod: asks more than the node's allocatable": {
+			objs:       []runtime.Object{small, agent},
+			pod:        big,
+			names:      []string{"n1"},
+			wantPassed: []string{},
+			wantFailed: map[string]string{"n1": "everynode: daemon pod of DaemonSet infra/agent asks more than the node's allocatable (cpu 4 > 2); no eviction makes room: lower the template's requests or the set's spec.nodeSizing (see its NodeSizingDoesNotFit condition)"},
+		},
+		"daemon pod: asks all of the node's allocatable": {
+			objs:       []runtime.Object{roomy, agent},
+			pod:        big,
+			names:      []string{"n1"},
+			wantPassed: []string{"n1"},
 		},
 		"daemon pod: cordoned node still eligible": {
 			objs: []runtime.Object{

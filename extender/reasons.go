@@ -47,3 +47,9 @@ func reasonGated(setKeys []string) string {
 	}
 	return "everynode: node waits for the pods of DaemonSets " + strings.Join(setKeys, ", ") + " to be Ready (nodeReadinessGate)"
 }
+
+// reasonAboveAllocatable: the pod asks more than the node holds in all, so
+// preemption would evict pods for nothing (too lists "cpu 4 > 2").
+func reasonAboveAllocatable(setKey string, too []string) string {
+	return fmt.Sprintf("everynode: daemon pod of DaemonSet %s asks more than the node's allocatable (%s); no eviction makes room: lower the template's requests or the set's spec.nodeSizing (see its NodeSizingDoesNotFit condition)", setKey, strings.Join(too, ", "))
+}
