@@ -212,6 +212,13 @@ func nodeLines(d *NodeReport) []string {
 	if d.Scheduler != "" {
 		lines = append(lines, "scheduler: "+d.Scheduler)
 	}
+	if d.Size != "" {
+		line := "size: " + d.Size
+		if d.SizeState != "" {
+			line += " (" + d.SizeState + ")"
+		}
+		lines = append(lines, line)
+	}
 	if d.Lifecycle != "" {
 		lines = append(lines, fmt.Sprintf("lifecycle: %s (%s): the rolling update skips this node", d.Lifecycle, d.LifecycleWhy))
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/client/clientset/versioned"
@@ -213,5 +215,39 @@ func TestExplainSkippedNode(t *testing.T) {
 	}
 	if s.Lifecycle != "" || !strings.Contains(s.Update, "not replaced yet") {
 		t.Errorf("serving node: lifecycle %q, update %q", s.Lifecycle, s.Update)
+	}
+}
+
+// Each node's size under spec.nodeSizing, and how its pod stands.
+func TestExplainNodeSizing(t *testing.T) {
+	ds := testSet()
+	ds.Spec.NodeSizing = []everynodev1alpha1.ContainerSizing{{Name: "fluentd", Resources: []everynodev1alpha1.ResourceSizing{
+		{Resource: corev1.ResourceCPU, Requests: everynodev1alpha1.ResourceShare{Fraction: "0.05", Min: ptr.To(resource.MustParse("1"))}},
+	}}}
+	sized := func(name, cpu string) *corev1.Node {
+		n := node(name, nil)
+		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+		return n
+	}
+	withCPU := func(p *corev1.Pod, cpu string) *corev1.Pod {
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+		return p
+	}
+	nodes := []corev1.Node{*sized("a-sized", "64"), *sized("b-waiting", "64"), *sized("c-small", "0.5")}
+	pods := []corev1.Pod{
+		*withCPU(pod(ds, "f-a", "a-sized", "h2", corev1.PodRunning, true), "3200m"),
+		*withCPU(pod(ds, "f-b", "b-waiting", "h2", corev1.PodRunning, true), "1"),
+		*withCPU(pod(ds, "f-c", "c-small", "h2", corev1.PodRunning, true), "100m"),
+	}
+	r := build(ds, nodes, pods, nil, time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC))
+	want := []struct{ size, state string }{
+		{"fluentd: requests cpu=3200m", "sized"},
+		{"fluentd: requests cpu=3200m", "waiting to be resized in place (at most maxUnavailable pods resize at once)"},
+		{"fluentd: requests cpu=1", "does not fit: fluentd: cpu 1 > allocatable 500m; the pod keeps its size"},
+	}
+	for i, w := range want {
+		if d := r.Details[i]; d.Size != w.size || d.SizeState != w.state {
+			t.Errorf("%s: size %q (%q), want %q (%q)", d.Node, d.Size, d.SizeState, w.size, w.state)
+		}
 	}
 }

@@ -72,6 +72,12 @@ type NodeReport struct {
 	// (spec.startAfter); StartWaits the dependencies the node's pod waits
 	// for, with why ("apps/kube-system/kube-proxy: its pod on the node is
 	// not Ready").
+	// Size is what spec.nodeSizing gives the node's pod
+	// ("agent: requests cpu=400m memory=327Mi, limits memory=655Mi"), and
+	// SizeState how the pod stands against it: "sized", "resizing",
+	// "waiting to be resized", "does not fit: ...", "resize refused: ...".
+	Size       string   `json:"size,omitempty"`
+	SizeState  string   `json:"sizeState,omitempty"`
 	StartGated bool     `json:"startGated,omitempty"`
 	StartWaits []string `json:"startWaits,omitempty"`
 	// Reason is the node's line in the summary; empty for a node that
@@ -111,6 +117,9 @@ func build(ds *everynodev1alpha1.DaemonSet, nodes []corev1.Node, pods []corev1.P
 			if !nr.Updated && phase.Class.Skipped() && nr.Update != "" {
 				nr.Update = skippedHold[phase.Class]
 			}
+		}
+		if len(ds.Spec.NodeSizing) > 0 {
+			describeSize(&nr, ds, &nodes[i], pick(byNode[nodes[i].Name]))
 		}
 		nr.Reason = reason(&nr)
 		switch {
@@ -258,4 +267,35 @@ func newestFailures(events []corev1.Event) map[string]string {
 		out[name] = m.text
 	}
 	return out
+}
+
+// describeSize fills the node's size under spec.nodeSizing and how its
+// pod (nil if none) stands against it, as the controller judges it
+// (placement.ResizeStateOf, placement.ResizeNeed).
+func describeSize(nr *NodeReport, ds *everynodev1alpha1.DaemonSet, node *corev1.Node, pod *corev1.Pod) {
+	size := placement.SizeOf(ds.Spec.NodeSizing, node)
+	nr.Size = placement.DescribeSize(size)
+	if !size.Fits() {
+		nr.SizeState = "does not fit: " + strings.Join(size.DoesNotFit, ", ") + "; the pod keeps its size"
+		return
+	}
+	if pod == nil {
+		return
+	}
+	state, msg := placement.ResizeStateOf(pod, size)
+	switch {
+	case state == placement.ResizeInfeasible:
+		nr.SizeState = "resize refused by the kubelet (" + msg + "): the pod is recreated"
+	case state == placement.ResizeInFlight:
+		nr.SizeState = "resizing"
+	default:
+		switch placement.ResizeNeed(pod, size) {
+		case placement.NeedNothing:
+			nr.SizeState = "sized"
+		case placement.NeedResize:
+			nr.SizeState = "waiting to be resized in place (at most maxUnavailable pods resize at once)"
+		default:
+			nr.SizeState = "to be recreated: an extended resource changes, which no resize may change"
+		}
+	}
 }
