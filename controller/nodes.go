@@ -49,8 +49,8 @@ func (c *Controller) updateNode(logger klog.Logger, old, cur interface{}) {
 		c.nodeQueue.Add(curNode.Name)
 	} else if placement.AllocatableChanged(oldNode, curNode) {
 		// The node's size changed: the sets with spec.nodeSizing resize
-		// their pod there.
-		c.enqueueSetsWithPodsOn(logger, curNode.Name)
+		// their pod there; no other set reads allocatable.
+		c.enqueueSizedSetsWithPodsOn(logger, curNode.Name)
 	}
 }
 
@@ -93,6 +93,22 @@ func (c *Controller) enqueueSetsWithPodsOn(logger klog.Logger, nodeName string) 
 	for key := range keys {
 		logger.V(4).Info("Node change concerns DaemonSet", "node", klog.KRef("", nodeName), "daemonset", key.String())
 		c.queue.Add(key)
+	}
+}
+
+// enqueueSizedSetsWithPodsOn queues the sets with spec.nodeSizing that
+// have pods on the node.
+func (c *Controller) enqueueSizedSetsWithPodsOn(logger klog.Logger, nodeName string) {
+	keys, err := c.setKeysWithPodsOn(nodeName)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for key := range keys {
+		if ds, err := c.sets.get(key.Namespace, key.Name); err == nil && len(ds.Spec.NodeSizing) > 0 {
+			logger.V(4).Info("Node's allocatable changed for a sized DaemonSet", "node", klog.KRef("", nodeName), "daemonset", key.String())
+			c.queue.Add(key)
+		}
 	}
 }
 

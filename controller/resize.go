@@ -65,7 +65,7 @@ func (c *Controller) resize(ctx context.Context, v *plan.View) error {
 	}
 	keys := c.expectPodUpdates(key, pods)
 	errs = append(errs, allAtOnce(resizes, func(i int, r plan.Resize) error {
-		err := c.podControl.ResizePod(ctx, v.DS, r.Pod.Pod, placement.ResizePatch(r.Size), placement.DescribeSize(r.Size))
+		err := c.podControl.ResizePod(ctx, v.DS, r.Pod.Pod, placement.ResizePatch(r.Pod.Pod, r.Size), placement.DescribeSize(r.Size))
 		if err == nil {
 			return nil
 		}

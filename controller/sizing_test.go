@@ -13,6 +13,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // sizedSet is a set whose agent asks 5% of the node's cpu, at least 100m,
@@ -136,9 +137,13 @@ func TestAllocatableChangeResizesInPlace(t *testing.T) {
 	f.actuateResizes("")
 	before := f.livePodsOn("node-1")[0]
 
+	f.queue.drain()
 	f.changeNode("node-1", func(n *corev1.Node) {
 		n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("16")
 	})
+	if got := f.queue.drain(); !reflect.DeepEqual(got, []string{"default/agent"}) {
+		t.Errorf("queued %v after the node's allocatable changed, want the sized set", got)
+	}
 	f.syncCaches()
 	f.mustSync(ds)
 	if got := f.podResizes(); !reflect.DeepEqual(got, []string{before.Name}) {
@@ -275,5 +280,35 @@ func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
 	f.runRollout(ds)
 	if got := f.cpuRequests()["node-1"]; got != "400m" {
 		t.Errorf("the new pod asks %s cpu, want 400m", got)
+	}
+}
+
+// A leaving node keeps its pod as it is: no resize there (its pod is
+// kept to the end, as by the rolling update).
+func TestResizeLeavesLeavingNodesAlone(t *testing.T) {
+	f := newFixture(t)
+	addSizedNodes(f, 2, 2, 2)
+	ds := sizedSet("agent")
+	f.add(ds)
+	f.runRollout(ds)
+	f.actuateResizes("")
+	f.changeNode("node-1", func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: placement.TaintKarpenterDisrupted, Effect: corev1.TaintEffectNoSchedule})
+	})
+	ds = f.set(ds).DeepCopy()
+	ds.Spec.NodeSizing[0].Resources[0].Requests.Fraction = "0.25"
+	ds.Generation++
+	f.update(ds)
+	for i := 0; i < 6; i++ {
+		f.mustSync(ds)
+		f.syncCaches()
+		f.actuateResizes("")
+	}
+	want := map[string]string{"node-0": "500m", "node-1": "100m", "node-2": "500m"}
+	if got := f.cpuRequests(); !reflect.DeepEqual(got, want) {
+		t.Errorf("cpu requests %v, want %v", got, want)
+	}
+	if st := f.set(ds).Status.NodeSizing; st == nil || st.Sized != 2 || st.Waiting != 1 {
+		t.Errorf("status.nodeSizing = %+v, want 2 sized, 1 waiting", st)
 	}
 }

@@ -246,17 +246,19 @@ const (
 	// NeedResize: only cpu or memory differ; pods/resize can do it.
 	NeedResize
 	// NeedRecreate: an extended resource differs, which no resize may
-	// change, or a sized container is missing from the pod.
+	// change.
 	NeedRecreate
 )
 
-// ResizeNeed compares the sized resources of pod's spec with size.
+// ResizeNeed compares the sized resources of pod's spec with size. A
+// sized container the pod does not have is not judged: the pod is of
+// another template, which the rollout replaces.
 func ResizeNeed(pod *corev1.Pod, size NodeSize) Need {
 	need := NeedNothing
 	for _, cs := range size.Containers {
 		c := podContainer(&pod.Spec, cs.Name)
 		if c == nil {
-			return NeedRecreate
+			continue
 		}
 		for _, pair := range [2]struct{ want, have corev1.ResourceList }{{cs.Requests, c.Resources.Requests}, {cs.Limits, c.Resources.Limits}} {
 			for name, want := range pair.want {
@@ -274,9 +276,10 @@ func ResizeNeed(pod *corev1.Pod, size NodeSize) Need {
 }
 
 // ResizePatch is the strategic merge patch for the pods/resize
-// subresource that gives the pod's containers their sizes: only the cpu
-// and memory the rule sizes, containers merged by name.
-func ResizePatch(size NodeSize) []byte {
+// subresource that gives pod's containers their sizes: only the cpu and
+// memory the rule sizes, containers (and sidecars, in initContainers)
+// merged by name.
+func ResizePatch(pod *corev1.Pod, size NodeSize) []byte {
 	type resources struct {
 		Requests corev1.ResourceList `json:"requests,omitempty"`
 		Limits   corev1.ResourceList `json:"limits,omitempty"`
@@ -297,16 +300,36 @@ func ResizePatch(size NodeSize) []byte {
 		}
 		return out
 	}
-	var containers []container
+	var containers, sidecars []container
 	for _, cs := range size.Containers {
 		r := resources{Requests: resizable(cs.Requests), Limits: resizable(cs.Limits)}
 		if r.Requests == nil && r.Limits == nil {
 			continue
 		}
-		containers = append(containers, container{Name: cs.Name, Resources: r})
+		if isContainer(&pod.Spec, cs.Name) {
+			containers = append(containers, container{Name: cs.Name, Resources: r})
+		} else if podContainer(&pod.Spec, cs.Name) != nil {
+			sidecars = append(sidecars, container{Name: cs.Name, Resources: r})
+		}
 	}
-	b, _ := json.Marshal(map[string]any{"spec": map[string]any{"containers": containers}})
+	spec := map[string]any{}
+	if len(containers) > 0 {
+		spec["containers"] = containers
+	}
+	if len(sidecars) > 0 {
+		spec["initContainers"] = sidecars
+	}
+	b, _ := json.Marshal(map[string]any{"spec": spec})
 	return b
+}
+
+func isContainer(spec *corev1.PodSpec, name string) bool {
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // ResizeState is where a pod's last resize stands, from its status as its

@@ -172,10 +172,17 @@ func TestApplySizeAndResizeNeed(t *testing.T) {
 
 func TestResizePatchHasCPUAndMemoryOnly(t *testing.T) {
 	size := SizeOf(agentRule, sizedNode("192", "1536Gi", "example.com/gpu", "8"))
-	got := string(ResizePatch(size))
+	got := string(ResizePatch(daemonPodWithAgent(), size))
 	want := `{"spec":{"containers":[{"name":"agent","resources":{"requests":{"cpu":"3840m","memory":"2Gi"},"limits":{"memory":"4Gi"}}}]}}`
 	if got != want {
 		t.Errorf("patch\n%s\nwant\n%s", got, want)
+	}
+	// A sidecar is an init container: its entry goes there.
+	sidecar := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: "agent", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}}}
+	got = string(ResizePatch(sidecar, size))
+	want = `{"spec":{"initContainers":[{"name":"agent","resources":{"requests":{"cpu":"3840m","memory":"2Gi"},"limits":{"memory":"4Gi"}}}]}}`
+	if got != want {
+		t.Errorf("sidecar patch\n%s\nwant\n%s", got, want)
 	}
 }
 

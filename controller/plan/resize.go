@@ -64,7 +64,9 @@ func ResizeBudget(v *View) int {
 // PlanResize compares every running pod of the set with its node's size.
 // A pod that matches counts as sized; one that differs is resized, or
 // recreated where no resize can do it, in node order within budget (see
-// ResizeBudget). Never resized: pods on nodes the lifecycle rule skips
+// ResizeBudget). Only pods of the update revision are recreated: a new
+// pod is made from it, so recreating an old pod would move its node past
+// a pause or a partition; such a pod waits for the rollout. Never resized: pods on nodes the lifecycle rule skips
 // (an unreachable kubelet cannot act on it, a leaving node keeps its
 // pod), and pods whose node the rule does not fit (the resize could never
 // finish): both wait, the latter named in DoesNotFit.
@@ -102,7 +104,9 @@ func PlanResize(v *View, budget int) ResizePlan {
 				p.Status.Resizing++
 				if !skipped {
 					busy++
-					toRecreate = append(toRecreate, Recreate{Pod: pod, Why: "its kubelet refuses the resize (PodResizePending Infeasible): " + msg, Refused: true})
+					if pod.updated(v.Hash) {
+						toRecreate = append(toRecreate, Recreate{Pod: pod, Why: "its kubelet refuses the resize (PodResizePending Infeasible): " + msg, Refused: true})
+					}
 				}
 				continue
 			case placement.ResizeInFlight:
@@ -122,7 +126,9 @@ func PlanResize(v *View, budget int) ResizePlan {
 				toResize = append(toResize, Resize{Pod: pod, Size: size})
 			default:
 				p.Status.Waiting++
-				toRecreate = append(toRecreate, Recreate{Pod: pod, Why: "its size changes an extended resource, which no resize may change"})
+				if pod.updated(v.Hash) {
+					toRecreate = append(toRecreate, Recreate{Pod: pod, Why: "its size changes an extended resource, which no resize may change"})
+				}
 			}
 		}
 		if n.Decision.ShouldRun && !skipped && !ready {
