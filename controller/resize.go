@@ -73,10 +73,11 @@ func (c *Controller) resize(ctx context.Context, v *plan.View) error {
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil
-		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
+		case apierrors.IsInvalid(err):
 			// The API refuses this resize for good (a QoS class it would
-			// change, a resizePolicy or runtime that forbids it): only a
-			// new pod can have the size.
+			// change, for one): only a new pod can have the size. Not on
+			// Forbidden: that is RBAC (a chart without pods/resize), and
+			// recreating every pod for it would hide the mistake.
 			c.recorder.Eventf(v.DS, corev1.EventTypeNormal, ReasonRecreatingForSize, "Recreating pod %s on node %s for its size: the API refuses the resize: %v", r.Pod.Name, r.Pod.Spec.NodeName, err)
 			return c.syncNodes(ctx, v.DS, []*corev1.Pod{r.Pod.Pod}, nil, v.Hash)
 		}
