@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -310,5 +312,42 @@ func TestResizeLeavesLeavingNodesAlone(t *testing.T) {
 	}
 	if st := f.set(ds).Status.NodeSizing; st == nil || st.Sized != 2 || st.Waiting != 1 {
 		t.Errorf("status.nodeSizing = %+v, want 2 sized, 1 waiting", st)
+	}
+}
+
+// A resize the API server finds invalid (a QoS class it would change,
+// say) is done by a new pod; one RBAC forbids is an error, not a
+// recreation.
+func TestInvalidResizeRecreatesForbiddenDoesNot(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		recreate bool
+	}{
+		{"invalid", apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Pod").GroupKind(), "p", nil), true},
+		{"forbidden", apierrors.NewForbidden(corev1.Resource("pods/resize"), "p", fmt.Errorf("RBAC")), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			addSizedNodes(f, 2)
+			ds := sizedSet("agent")
+			f.add(ds)
+			f.runRollout(ds)
+			f.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() == "resize" {
+					return true, nil, tc.err
+				}
+				return false, nil, nil
+			})
+			f.changeNode("node-0", func(n *corev1.Node) { n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("8") })
+			f.syncCaches()
+			err := f.sync(ds)
+			if got := len(f.podDeletes()) > 0; got != tc.recreate {
+				t.Errorf("deleted %v, want a recreation: %v", f.podDeletes(), tc.recreate)
+			}
+			if (err != nil) == tc.recreate {
+				t.Errorf("sync error %v", err)
+			}
+		})
 	}
 }
