@@ -100,6 +100,10 @@ bench-hang: tools build ## Plain pods with everynode up, hung (SIGSTOP) and with
 bench-unreachable: tools build ## An update on a healthy cluster, then with 2% of the nodes unreachable, everynode against upstream (NODES=1000)
 	BENCH_ARGS="--scenario=unreachable $(BENCH_ARGS)" e2e/hack/cluster.sh bench
 
+.PHONY: bench-resize
+bench-resize: tools build ## Every pod's cpu request doubled: recreate (upstream, everynode) against resize in place (NODES=1000)
+	BENCH_ARGS="--scenario=resize $(BENCH_ARGS)" e2e/hack/cluster.sh bench
+
 .PHONY: bench-takeover
 bench-takeover: tools build ## One apps/v1 set by kube-controller-manager and by everynode --takeover, alternated (NODES=1000)
 	BENCH_ARGS="--scenario=takeover $(BENCH_ARGS)" e2e/hack/cluster.sh bench

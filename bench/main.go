@@ -48,6 +48,9 @@ type config struct {
 	// inPlaceVariants are the keys of the in-place scenario's variants to
 	// run (inplace.go), all when empty.
 	inPlaceVariants string
+	// resizeVariants are the keys of the resize scenario's variants to
+	// run (resize.go), all when empty.
+	resizeVariants string
 	// unreachableBudget is the --scenario=unreachable updates' maxUnavailable.
 	unreachableBudget string
 	// profileDir, when set, gets CPU profiles of each join wave
@@ -127,16 +130,17 @@ func main() {
 	flag.StringVar(&c.auditLog, "audit-log", "", "kube-apiserver audit log (requests per client)")
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.BoolVar(&c.dry, "dry", false, "check the setup and exit")
-	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "order": nodes join while a set rolls, with a start-order chain of three sets, everynode only (order.go); "inplace": the image update in place against upstream's recreate (inplace.go); "takeover": one apps/v1 set by kube-controller-manager and by everynode --takeover (takeover.go); "hang": a burst of plain pods with everynode up, hung (SIGSTOP) and with no extender (hang.go); "unreachable": an update on a healthy cluster, then one with 2% of the nodes unreachable (lifecycle.go)`)
+	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "order": nodes join while a set rolls, with a start-order chain of three sets, everynode only (order.go); "inplace": the image update in place against upstream's recreate (inplace.go); "takeover": one apps/v1 set by kube-controller-manager and by everynode --takeover (takeover.go); "hang": a burst of plain pods with everynode up, hung (SIGSTOP) and with no extender (hang.go); "unreachable": an update on a healthy cluster, then one with 2% of the nodes unreachable (lifecycle.go); "resize": every pod's cpu request doubled, by a recreate update and by spec.nodeSizing in place (resize.go)`)
 	flag.StringVar(&c.unreachableBudget, "unreachable-max-unavailable", "10%", "with --scenario=unreachable: the updates' maxUnavailable (with 2%, the unreachable nodes fill upstream's budget)")
+	flag.StringVar(&c.resizeVariants, "resize-variants", "", "with --scenario=resize: the variants to run, comma separated (upstream, recreate, resize); empty: all three")
 	flag.StringVar(&c.inPlaceVariants, "inplace-variants", "", "with --scenario=inplace: the variants to run, comma separated (upstream, gate, nogate; upstream-1 and recreate-1, maxUnavailable 1 over the first 100 nodes, run only when named); empty: upstream, gate, nogate")
 	flag.StringVar(&c.profileDir, "profile-joins", "", "directory for CPU profiles of every process over each join wave (a diagnostic: off by default)")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 3, "length of each join wave's CPU profiles, from the wave's first node create")
 	flag.Var(&c.profileURLs, "profile-url", "another process to profile over the join waves, as name=base URL of its /debug/pprof (repeatable)")
 	flag.Parse()
 
-	if !slices.Contains([]string{"rounds", "churn", "order", "inplace", "takeover", "hang", "unreachable"}, c.scenario) {
-		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\", \"order\", \"inplace\", \"takeover\", \"hang\" or \"unreachable\"\n", c.scenario)
+	if !slices.Contains([]string{"rounds", "churn", "order", "inplace", "takeover", "hang", "unreachable", "resize"}, c.scenario) {
+		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\", \"order\", \"inplace\", \"takeover\", \"hang\", \"unreachable\" or \"resize\"\n", c.scenario)
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -275,6 +279,30 @@ func run(ctx context.Context, c config) error {
 			done := c
 			done.rounds = r
 			md, err := writeHangReport(done, runs, start)
+			if err != nil {
+				return err
+			}
+			logf("round %d of %d written to %s", r, c.rounds, md)
+		}
+		return nil
+	}
+	if c.scenario == "resize" {
+		variants, err := selectedResizeVariants(c.resizeVariants)
+		if err != nil {
+			return err
+		}
+		var runs []*resizeResult
+		for r := 1; r <= c.rounds; r++ {
+			for _, v := range variants {
+				res, err := b.resizeOnce(ctx, v, r)
+				if err != nil {
+					return fmt.Errorf("%s resize round %d: %w", v.name, r, err)
+				}
+				runs = append(runs, res)
+			}
+			done := c
+			done.rounds = r
+			md, err := writeResizeReport(done, runs, start)
 			if err != nil {
 				return err
 			}

@@ -261,6 +261,26 @@ func (t *tracker) state(img string) state {
 	return s
 }
 
+// count sorts the live (not terminating, not finished) pods with classify,
+// which answers 0, 1 or 2, and returns how many answered 1 and 2.
+func (t *tracker) count(classify func(p *corev1.Pod, now time.Time) int) (ones, twos int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	for _, p := range t.pods {
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		switch classify(p, now) {
+		case 1:
+			ones++
+		case 2:
+			twos++
+		}
+	}
+	return ones, twos
+}
+
 // availableTimes returns, for the nodes given (all when nil), when each first
 // had an available pod of img.
 func (t *tracker) availableTimes(img string, nodes map[string]bool) map[string]time.Time {
