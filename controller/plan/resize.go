@@ -66,10 +66,14 @@ func ResizeBudget(v *View) int {
 // recreated where no resize can do it, in node order within budget (see
 // ResizeBudget). Only pods of the update revision are recreated: a new
 // pod is made from it, so recreating an old pod would move its node past
-// a pause or a partition; such a pod waits for the rollout. Never resized: pods on nodes the lifecycle rule skips
-// (an unreachable kubelet cannot act on it, a leaving node keeps its
-// pod), and pods whose node the rule does not fit (the resize could never
-// finish): both wait, the latter named in DoesNotFit.
+// a pause or a partition; such a pod waits for the rollout. Never
+// resized: pods on nodes the lifecycle rule skips (an unreachable kubelet
+// cannot act on it, a leaving node keeps its pod), and pods whose node
+// the rule does not fit (the resize could never finish): both wait, the
+// latter named in DoesNotFit with every other node the rule does not fit
+// (a new pod there stays Pending). A node the rule does not fit does not
+// hold the budget: its pod is the rule's doing, reported, and resizing
+// the others does not make it worse.
 func PlanResize(v *View, budget int) ResizePlan {
 	var p ResizePlan
 	rules := v.DS.Spec.NodeSizing
@@ -84,20 +88,21 @@ func PlanResize(v *View, budget int) ResizePlan {
 		if n.Node == nil {
 			continue
 		}
+		if !n.Decision.ShouldRun && len(n.Pods) == 0 {
+			continue
+		}
 		skipped := n.Phase.Class.Skipped()
-		var size placement.NodeSize
-		sized, ready := false, false
+		size := placement.SizeOf(rules, n.Node)
+		fits := size.Fits()
+		if !fits {
+			p.DoesNotFit = append(p.DoesNotFit, fmt.Sprintf("%s (%s)", n.Name, strings.Join(size.DoesNotFit, ", ")))
+		}
+		ready := false
 		for _, pod := range n.Pods {
 			if !pod.active() || pod.Spec.NodeName == "" {
 				continue
 			}
 			ready = ready || pod.ready()
-			if !sized {
-				size, sized = placement.SizeOf(rules, n.Node), true
-				if !size.Fits() {
-					p.DoesNotFit = append(p.DoesNotFit, fmt.Sprintf("%s (%s)", n.Name, strings.Join(size.DoesNotFit, ", ")))
-				}
-			}
 			state, msg := placement.ResizeStateOf(pod.Pod, size)
 			switch state {
 			case placement.ResizeInfeasible:
@@ -119,7 +124,7 @@ func PlanResize(v *View, budget int) ResizePlan {
 			switch need := placement.ResizeNeed(pod.Pod, size); {
 			case need == placement.NeedNothing:
 				p.Status.Sized++
-			case skipped || !size.Fits():
+			case skipped || !fits:
 				p.Status.Waiting++
 			case need == placement.NeedResize:
 				p.Status.Waiting++
@@ -131,7 +136,7 @@ func PlanResize(v *View, budget int) ResizePlan {
 				}
 			}
 		}
-		if n.Decision.ShouldRun && !skipped && !ready {
+		if n.Decision.ShouldRun && !skipped && fits && !ready {
 			busy++
 		}
 	}
