@@ -3,6 +3,7 @@ package placement
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -137,11 +138,15 @@ func Share(name corev1.ResourceName, s everynodev1alpha1.ResourceShare, allocata
 	return q, nil
 }
 
+// plainDecimal is what a fraction may look like: digits, with a decimal
+// point, no sign, exponent or suffix (the CRD's CEL rule says the same).
+var plainDecimal = regexp.MustCompile(`^[0-9]*([.][0-9]+)?$`)
+
 // ParseFraction reads a share's fraction: a decimal greater than 0 and at
 // most 1.
 func ParseFraction(s string) (*inf.Dec, error) {
 	q, err := resource.ParseQuantity(s)
-	if err != nil || strings.ContainsAny(s, "eEkMGTPimnu") {
+	if err != nil || !plainDecimal.MatchString(s) {
 		return nil, fmt.Errorf("%q is not a decimal such as \"0.05\"", s)
 	}
 	d := q.AsDec()

@@ -65,7 +65,7 @@ func TestParseFraction(t *testing.T) {
 			t.Errorf("ParseFraction(%q): %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"0", "0.0", "-0.1", "1.01", "2", "5m", "1e-2", "half", ""} {
+	for _, bad := range []string{"0", "0.0", "-0.1", "+0.5", "1.01", "2", "5m", "1e-2", "half", "", "1."} {
 		if _, err := ParseFraction(bad); err == nil {
 			t.Errorf("ParseFraction(%q) accepted", bad)
 		}

@@ -314,6 +314,13 @@ func skipConditional(ds *everynodev1alpha1.DaemonSet) {
 	}
 }
 
+// cpuSizing sizes the cpu request of ds's first container with fraction.
+func cpuSizing(ds *everynodev1alpha1.DaemonSet, fraction string) []everynodev1alpha1.ContainerSizing {
+	return []everynodev1alpha1.ContainerSizing{{Name: ds.Spec.Template.Spec.Containers[0].Name, Resources: []everynodev1alpha1.ResourceSizing{
+		{Resource: corev1.ResourceCPU, Requests: everynodev1alpha1.ResourceShare{Fraction: fraction}},
+	}}}
+}
+
 // percentMessage is upstream's IsValidPercent error.
 var percentMessage = utilvalidation.IsValidPercent("x")[0]
 
@@ -389,6 +396,21 @@ func TestCRDRulesMatchTheWebhook(t *testing.T) {
 		"no selector": {
 			change: func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Selector = nil },
 			want:   []string{"spec.selector: "},
+		},
+		"nodeSizing fraction 0": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.NodeSizing = cpuSizing(ds, "0") },
+			want:   []string{`spec.nodeSizing[0].resources[0].requests.fraction: must be a decimal greater than 0 and at most 1, such as "0.05"`},
+		},
+		"nodeSizing fraction above 1": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.NodeSizing = cpuSizing(ds, "1.5") },
+			want:   []string{`spec.nodeSizing[0].resources[0].requests.fraction: must be a decimal greater than 0 and at most 1, such as "0.05"`},
+		},
+		"nodeSizing fraction with a suffix": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.NodeSizing = cpuSizing(ds, "50m") },
+			want:   []string{`spec.nodeSizing[0].resources[0].requests.fraction: must be a decimal greater than 0 and at most 1, such as "0.05"`},
+		},
+		"nodeSizing valid": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.NodeSizing = cpuSizing(ds, "0.05") },
 		},
 		"restartPolicy Never": {
 			change: func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever },

@@ -60,7 +60,7 @@ type ResourceSizing struct {
 type ResourceShare struct {
 	// Fraction of the node's allocatable, a decimal in (0, 1] such as
 	// "0.05".
-	// +kubebuilder:validation:XValidation:rule="isQuantity(self) && quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('1')) <= 0",message="must be a decimal greater than 0 and at most 1, such as \"0.05\""
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]*([.][0-9]+)?$') && isQuantity(self) && quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('1')) <= 0",message="must be a decimal greater than 0 and at most 1, such as \"0.05\""
 	// +kubebuilder:validation:MaxLength=16
 	Fraction string `json:"fraction"`
 
