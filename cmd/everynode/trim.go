@@ -11,9 +11,10 @@ import (
 // of MiB, and a node's status is most of the node (a real node's
 // status.images lists every image it has pulled). Nothing reads these from
 // the caches: eligibility, node overrides, the extender and the set's
-// status need a node's name, labels, taints and conditions, and a pod's
-// spec, status and metadata. So a cached node keeps, of its status, only
-// the conditions.
+// status need a node's name, labels, taints and conditions, per-node
+// sizing (spec.nodeSizing) and the extender's fit check its allocatable,
+// and a pod's spec, status and metadata. So a cached node keeps, of its
+// status, only the conditions and the allocatable (a few quantities).
 //
 // The informers hand the same objects to every part (controller, webhooks,
 // extender), so what is dropped here is dropped for all of them.
@@ -22,7 +23,7 @@ func trimForCache(obj any) (any, error) {
 		accessor.SetManagedFields(nil)
 	}
 	if node, ok := obj.(*corev1.Node); ok {
-		node.Status = corev1.NodeStatus{Conditions: node.Status.Conditions}
+		node.Status = corev1.NodeStatus{Conditions: node.Status.Conditions, Allocatable: node.Status.Allocatable}
 	}
 	return obj, nil
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -18,7 +19,8 @@ func TestTrimForCache(t *testing.T) {
 			Conditions:   []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 			Images:       []corev1.ContainerImage{{Names: []string{"registry.k8s.io/pause:3.10"}, SizeBytes: 1}},
 			VolumesInUse: []corev1.UniqueVolumeName{"v"},
-			Allocatable:  corev1.ResourceList{corev1.ResourceCPU: {}},
+			Allocatable:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+			Capacity:     corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
 		},
 	}
 	out, err := trimForCache(node)
@@ -26,11 +28,11 @@ func TestTrimForCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.(*corev1.Node)
-	if got.ManagedFields != nil || got.Status.Images != nil || got.Status.VolumesInUse != nil || got.Status.Allocatable != nil {
+	if got.ManagedFields != nil || got.Status.Images != nil || got.Status.VolumesInUse != nil || got.Status.Capacity != nil {
 		t.Errorf("node not trimmed: managedFields %v, status %+v", got.ManagedFields, got.Status)
 	}
-	// What eligibility, the extender and status read stays.
-	if got.Name != "n" || got.Labels["pool"] != "a" || len(got.Spec.Taints) != 1 || len(got.Status.Conditions) != 1 {
+	// What eligibility, the extender, status and nodeSizing read stays.
+	if got.Name != "n" || got.Labels["pool"] != "a" || len(got.Spec.Taints) != 1 || len(got.Status.Conditions) != 1 || len(got.Status.Allocatable) != 1 {
 		t.Errorf("node lost what everynode reads: %+v", got)
 	}
 
