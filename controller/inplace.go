@@ -79,7 +79,7 @@ func (c *Controller) updatePodInPlace(ctx context.Context, v *plan.View, p *plan
 		// (edited by hand?). The next sync finds it still old; say why.
 		return fmt.Errorf("pod %s: its containers do not pair up with the update revision's by name; delete it to recreate it", p.Name)
 	}
-	if p.Gated && (p.GateCond == nil || p.GateCond.Status != corev1.ConditionFalse) {
+	if v.Strategy.ClosesGate(p.Gated, true) && (p.GateCond == nil || p.GateCond.Status != corev1.ConditionFalse) {
 		gate := placement.InPlaceGatePatch(corev1.ConditionFalse, "InPlaceUpdating",
 			fmt.Sprintf("updating in place to revision %s", v.Hash), now)
 		if err := c.podControl.SetPodGate(ctx, v.DS, p.Pod, corev1.ConditionFalse, gate); err != nil {

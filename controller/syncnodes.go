@@ -120,6 +120,9 @@ func (c *Controller) createPod(ctx context.Context, ds *everynodev1alpha1.Daemon
 		c.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
 		return err
 	}
+	if s := placement.UpdateStrategy(ds); s.GatesNewPod(true) {
+		placement.WithInPlaceGate(pod)
+	}
 	c.gateIfWaiting(so, pod, nodeName, node)
 	return c.podControl.CreatePod(ctx, ds, pod)
 }

@@ -90,6 +90,42 @@ func TestValidateDaemonSet(t *testing.T) {
 				invalid + "spec.updateStrategy.rollingUpdate.onFailure.restartWindowSeconds",
 			},
 		},
+		"inPlaceGatePolicy IfServed": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateIfServed, nil)
+			},
+		},
+		"inPlaceGatePolicy agrees with inPlaceReadinessGate true": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateAlways, ptr.To(true))
+			},
+		},
+		"inPlaceGatePolicy agrees with inPlaceReadinessGate false": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateNever, ptr.To(false))
+			},
+		},
+		"inPlaceReadinessGate alone": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { inPlaceGate(ds, "", ptr.To(false)) },
+		},
+		"inPlaceGatePolicy IfServed with inPlaceReadinessGate true": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateIfServed, ptr.To(true))
+			},
+			want:     []string{invalid + "spec.updateStrategy.rollingUpdate.inPlaceGatePolicy"},
+			wantText: "disagrees with the deprecated inPlaceReadinessGate: true means Always; remove inPlaceReadinessGate",
+		},
+		"inPlaceGatePolicy Always with inPlaceReadinessGate false": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateAlways, ptr.To(false))
+			},
+			want:     []string{invalid + "spec.updateStrategy.rollingUpdate.inPlaceGatePolicy"},
+			wantText: "false means Never",
+		},
+		"inPlaceGatePolicy unknown": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { inPlaceGate(ds, "Sometimes", ptr.To(true)) },
+			want:   []string{notSupported + "spec.updateStrategy.rollingUpdate.inPlaceGatePolicy"},
+		},
 		"selector required": {
 			change: func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Selector = nil },
 			want:   []string{required + "spec.selector"},
@@ -334,6 +370,14 @@ func TestValidateDaemonSet(t *testing.T) {
 			checkErrors(t, errs, tc.want, tc.wantText)
 		})
 	}
+}
+
+// inPlaceGate makes ds update in place with the given gate policy and
+// deprecated gate field ("" and nil leave them unset).
+func inPlaceGate(ds *everynodev1alpha1.DaemonSet, policy everynodev1alpha1.InPlaceGatePolicy, gate *bool) {
+	ru := ds.Spec.UpdateStrategy.RollingUpdate
+	ru.PodUpdatePolicy = everynodev1alpha1.PodUpdateInPlaceIfPossible
+	ru.InPlaceGatePolicy, ru.InPlaceReadinessGate = policy, gate
 }
 
 func override(selector, patch string) everynodev1alpha1.NodeOverride {

@@ -31,7 +31,7 @@ func NewInPlaceRule(v *View) *InPlaceRule {
 	if !v.Strategy.InPlace() {
 		return nil
 	}
-	r := &InPlaceRule{ds: v.DS, gate: v.Strategy.InPlaceGate(), revs: make(map[string]*appsv1.ControllerRevision, len(v.Old)), verdicts: map[string]bool{}}
+	r := &InPlaceRule{ds: v.DS, gate: v.Strategy.GatesNewPod(true), revs: make(map[string]*appsv1.ControllerRevision, len(v.Old)), verdicts: map[string]bool{}}
 	for _, rev := range v.Old {
 		r.revs[rev.Labels[revision.HashLabel]] = rev
 	}
