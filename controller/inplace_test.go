@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"testing"
 
@@ -260,22 +262,158 @@ func TestInPlaceRollingUpdate(t *testing.T) {
 	}
 }
 
-// TestInPlaceNeedsAMatchingGate: pods made before the set asked for the
-// gate are recreated (so they get it), not patched.
-func TestInPlaceNeedsAMatchingGate(t *testing.T) {
-	f := newFixture(t)
-	addNodes(f, 2)
-	ds := newSet("agent")
-	addSetWithRevision(f, ds)
-	f.settle(ds)
-	f.kubelet()
+// podWriteLog returns the last sync's writes of each pod, by pod name, in
+// the order they were sent: "patch" (the pod itself), "gate False" and
+// "gate True" (its status: the in-place gate condition), or the name of
+// another subresource.
+func (f *fixture) podWriteLog() map[string][]string {
+	f.t.Helper()
+	out := map[string][]string{}
+	for _, a := range f.kube.Actions() {
+		if a.GetVerb() != "patch" || a.GetResource().Resource != "pods" {
+			continue
+		}
+		pa := a.(clienttesting.PatchAction)
+		w := pa.GetSubresource()
+		switch w {
+		case "":
+			w = "patch"
+		case "status":
+			var p struct {
+				Status struct {
+					Conditions []corev1.PodCondition `json:"conditions"`
+				} `json:"status"`
+			}
+			if err := json.Unmarshal(pa.GetPatch(), &p); err != nil || len(p.Status.Conditions) != 1 {
+				f.t.Fatalf("status patch %s: want one condition (%v)", pa.GetPatch(), err)
+			}
+			w = "gate " + string(p.Status.Conditions[0].Status)
+		}
+		out[pa.GetName()] = append(out[pa.GetName()], w)
+	}
+	return out
+}
 
-	ds = f.set(ds).DeepCopy()
-	ds.Spec.UpdateStrategy.RollingUpdate.PodUpdatePolicy = everynodev1alpha1.PodUpdateInPlaceIfPossible
-	f.update(ds)
-	ds = f.changeTemplate(ds, "agent:2")
-	f.mustSync(ds)
-	if p, _ := f.podWrites(); p != 0 || len(f.podDeletes()) != 1 {
-		t.Errorf("%d in-place patches, %d deletes; want 0 and 1", p, len(f.podDeletes()))
+// rollOut syncs ds and plays the kubelet until every pod runs the update
+// revision and is in service, and returns every pod write on the way, by
+// pod name, in order. Each step syncs twice before the caches show what
+// the first sync wrote, so a write sent again on a stale cache shows. No
+// pod may be created or deleted: the update must be in place. between,
+// if set, runs after each step's syncs, before the caches catch up.
+func (f *fixture) rollOut(ds *everynodev1alpha1.DaemonSet, between func(step int)) map[string][]string {
+	f.t.Helper()
+	hash := revisionHash(f.set(ds))
+	log := map[string][]string{}
+	record := func(step int) {
+		if c, d := len(f.podCreates()), len(f.podDeletes()); c+d > 0 {
+			f.t.Fatalf("step %d: %d creates, %d deletes; want the update in place", step, c, d)
+		}
+		for pod, w := range f.podWriteLog() {
+			log[pod] = append(log[pod], w...)
+		}
+	}
+	for i := 0; ; i++ {
+		if i == 30 {
+			f.t.Fatalf("the in-place rollout did not finish; writes so far: %v", log)
+		}
+		f.mustSync(ds)
+		record(i)
+		f.mustSync(ds)
+		record(i)
+		if between != nil {
+			between(i)
+		}
+		f.syncCaches()
+		f.kubelet()
+		done := true
+		for _, p := range f.podList() {
+			done = done && placement.IsPodUpdated(p, hash) && !podDown(p)
+		}
+		if done {
+			// And nothing more once it is.
+			f.mustSync(ds)
+			record(i + 1)
+			return log
+		}
+	}
+}
+
+// uidsByName returns the UID of every pod, by name.
+func (f *fixture) uidsByName() map[string]string {
+	out := map[string]string{}
+	for _, p := range f.podList() {
+		out[p.Name] = string(p.UID)
+	}
+	return out
+}
+
+// TestInPlaceWhateverTheGate: a pod is updated in place whether or not it
+// has the in-place gate the set's policy would give a new pod. A set
+// switched to InPlaceIfPossible in the same edit as its image keeps its
+// pods (made without the gate): each gets the patch alone. A set switched
+// to Never keeps its gated pods too, their gates left open.
+func TestInPlaceWhateverTheGate(t *testing.T) {
+	tests := map[string]struct {
+		before func() *everynodev1alpha1.DaemonSet
+		edit   func(ru *everynodev1alpha1.RollingUpdateDaemonSet)
+		gated  bool
+	}{
+		"Recreate to InPlaceIfPossible with the image": {
+			before: func() *everynodev1alpha1.DaemonSet { return newSet("agent") },
+			edit: func(ru *everynodev1alpha1.RollingUpdateDaemonSet) {
+				ru.PodUpdatePolicy = everynodev1alpha1.PodUpdateInPlaceIfPossible
+			},
+		},
+		"Always to Never with the image": {
+			before: func() *everynodev1alpha1.DaemonSet { return inPlaceSet(true) },
+			edit: func(ru *everynodev1alpha1.RollingUpdateDaemonSet) {
+				ru.InPlaceReadinessGate = nil
+				ru.InPlaceGatePolicy = everynodev1alpha1.InPlaceGateNever
+			},
+			gated: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			addNodes(f, 3)
+			ds := tc.before()
+			addSetWithRevision(f, ds)
+			f.settle(ds)
+			f.kubelet()
+			f.settle(ds) // opens the gates of gated pods
+			f.kubelet()
+			uids := f.uidsByName()
+			for _, p := range f.podList() {
+				if got := placement.HasInPlaceGate(p); got != tc.gated {
+					t.Fatalf("pod %s has the gate: %v, want %v", p.Name, got, tc.gated)
+				}
+			}
+
+			// One edit: the strategy and the image.
+			ds = f.set(ds).DeepCopy()
+			tc.edit(ds.Spec.UpdateStrategy.RollingUpdate)
+			ds.Spec.Template.Spec.Containers[0].Image = "agent:2"
+			ds.Generation++
+			f.update(ds)
+			log := f.rollOut(ds, nil)
+
+			if got := f.uidsByName(); !reflect.DeepEqual(got, uids) {
+				t.Errorf("pods after the update %v, want the same pods %v", got, uids)
+			}
+			for name := range uids {
+				if got := log[name]; !reflect.DeepEqual(got, []string{"patch"}) {
+					t.Errorf("pod %s writes %q, want the patch alone", name, got)
+				}
+			}
+			for _, p := range f.podList() {
+				if got := p.Spec.Containers[0].Image; got != "agent:2" {
+					t.Errorf("pod %s runs %s, want agent:2", p.Name, got)
+				}
+				if g := placement.InPlaceGateCondition(p); tc.gated && (g == nil || g.Status != corev1.ConditionTrue) {
+					t.Errorf("pod %s gate %v, want it left True", p.Name, g)
+				}
+			}
+		})
 	}
 }
