@@ -56,8 +56,10 @@ func (c *Controller) updateInPlace(ctx context.Context, v *plan.View, pods []*pl
 	})
 }
 
-// updatePodInPlace closes p's gate if it has one and it is open, then
-// patches its images to those of the pod the set would create on its node.
+// updatePodInPlace closes p's gate if the set's gate policy closes it for
+// p (placement.Strategy.ClosesGate: under IfServed, when an EndpointSlice
+// lists p) and it is not closed yet, then patches its images to those of
+// the pod the set would create on its node.
 func (c *Controller) updatePodInPlace(ctx context.Context, v *plan.View, p *plan.DaemonPod) error {
 	nodeName := p.Spec.NodeName
 	var node *corev1.Node
@@ -79,7 +81,8 @@ func (c *Controller) updatePodInPlace(ctx context.Context, v *plan.View, p *plan
 		// (edited by hand?). The next sync finds it still old; say why.
 		return fmt.Errorf("pod %s: its containers do not pair up with the update revision's by name; delete it to recreate it", p.Name)
 	}
-	if v.Strategy.ClosesGate(p.Gated, true) && (p.GateCond == nil || p.GateCond.Status != corev1.ConditionFalse) {
+	listed := v.Strategy.GateNeedsListing() && p.Gated && c.listed(p.Pod)
+	if v.Strategy.ClosesGate(p.Gated, listed) && (p.GateCond == nil || p.GateCond.Status != corev1.ConditionFalse) {
 		gate := placement.InPlaceGatePatch(corev1.ConditionFalse, "InPlaceUpdating",
 			fmt.Sprintf("updating in place to revision %s", v.Hash), now)
 		if err := c.podControl.SetPodGate(ctx, v.DS, p.Pod, corev1.ConditionFalse, gate); err != nil {

@@ -417,3 +417,123 @@ func TestInPlaceWhateverTheGate(t *testing.T) {
 		})
 	}
 }
+
+// ifServedSet is a set that updates in place under inPlaceGatePolicy
+// IfServed.
+func ifServedSet() *everynodev1alpha1.DaemonSet {
+	ds := inPlaceSet(true)
+	ds.Spec.UpdateStrategy.RollingUpdate.InPlaceReadinessGate = nil
+	ds.Spec.UpdateStrategy.RollingUpdate.InPlaceGatePolicy = everynodev1alpha1.InPlaceGateIfServed
+	return ds
+}
+
+// agentService selects the pods of the sets the tests make ("app": "agent").
+func agentService() *corev1.Service {
+	return service(ns, "agent", map[string]string{"app": "agent"})
+}
+
+// startPods syncs ds and plays the kubelet until every node runs a pod in
+// service, and returns every pod write on the way, by pod name.
+func (f *fixture) startPods(ds *everynodev1alpha1.DaemonSet) map[string][]string {
+	f.t.Helper()
+	log := map[string][]string{}
+	for i := 0; i < 5; i++ {
+		f.mustSync(ds)
+		for pod, w := range f.podWriteLog() {
+			log[pod] = append(log[pod], w...)
+		}
+		f.syncCaches()
+		f.kubelet()
+	}
+	for _, p := range f.podList() {
+		if podDown(p) {
+			f.t.Fatalf("pod %s is not in service after its creation", p.Name)
+		}
+	}
+	return log
+}
+
+// TestInPlaceIfServedCreation: under IfServed a new pod gets the in-place
+// gate, and so costs the write that opens it, only when a Service selects
+// it.
+func TestInPlaceIfServedCreation(t *testing.T) {
+	for _, svc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("service=%v", svc), func(t *testing.T) {
+			f := newFixture(t)
+			addNodes(f, 2)
+			if svc {
+				f.add(agentService())
+			}
+			f.add(service(ns, "other", map[string]string{"app": "other"}))
+			ds := ifServedSet()
+			addSetWithRevision(f, ds)
+			log := f.startPods(ds)
+			want := []string(nil)
+			if svc {
+				want = []string{"gate True"}
+			}
+			for _, p := range f.podList() {
+				if got := placement.HasInPlaceGate(p); got != svc {
+					t.Errorf("pod %s has the gate: %v, want %v", p.Name, got, svc)
+				}
+				if got := log[p.Name]; !reflect.DeepEqual(got, want) {
+					t.Errorf("pod %s writes %q, want %q", p.Name, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestInPlaceIfServed: under IfServed, an in-place update of a pod that an
+// EndpointSlice lists is the full gate sequence, in order: gate False,
+// patch, gate True; of a pod none lists, the patch alone, its gate left
+// True. Two nodes, maxUnavailable 1; a Service selects the pods, so they
+// have the gate.
+func TestInPlaceIfServed(t *testing.T) {
+	tests := map[string]struct {
+		listed map[string]bool // by node
+	}{
+		"listed":      {listed: map[string]bool{"node-0": true, "node-1": true}},
+		"unlisted":    {},
+		"one of each": {listed: map[string]bool{"node-1": true}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			addNodes(f, 2)
+			f.add(agentService())
+			ds := ifServedSet()
+			addSetWithRevision(f, ds)
+			f.startPods(ds)
+			var refs []*corev1.ObjectReference
+			for _, p := range f.podList() {
+				if !placement.HasInPlaceGate(p) {
+					t.Fatalf("pod %s has no gate; a Service selects it", p.Name)
+				}
+				if tc.listed[p.Spec.NodeName] {
+					refs = append(refs, podRef(p))
+				}
+			}
+			f.add(endpointSlice(ns, "agent-abcde", refs...))
+			uids := f.uidsByName()
+
+			ds = f.changeTemplate(ds, "agent:2")
+			log := f.rollOut(ds, nil)
+			if got := f.uidsByName(); !reflect.DeepEqual(got, uids) {
+				t.Errorf("pods after the update %v, want the same pods %v", got, uids)
+			}
+			for _, p := range f.podList() {
+				want := []string{"patch"}
+				if tc.listed[p.Spec.NodeName] {
+					want = []string{"gate False", "patch", "gate True"}
+				}
+				if got := log[p.Name]; !reflect.DeepEqual(got, want) {
+					t.Errorf("pod %s on %s writes %q, want %q", p.Name, p.Spec.NodeName, got, want)
+				}
+				if g := placement.InPlaceGateCondition(p); g == nil || g.Status != corev1.ConditionTrue {
+					t.Errorf("pod %s gate %v, want True", p.Name, g)
+				}
+			}
+		})
+	}
+}
