@@ -537,3 +537,81 @@ func TestInPlaceIfServed(t *testing.T) {
 		})
 	}
 }
+
+// TestInPlaceIfServedListedMidUpdate: a pod patched under IfServed while
+// no EndpointSlice listed it, that a slice lists before its new containers
+// are ready, gets its gate closed as soon as the controller sees the
+// slice, and opened once they are ready: patch, gate False, gate True.
+// What this cannot undo: traffic the pod took between the patch and the
+// closing, to containers the kubelet was stopping.
+func TestInPlaceIfServedListedMidUpdate(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 1)
+	f.add(agentService())
+	ds := ifServedSet()
+	addSetWithRevision(f, ds)
+	f.startPods(ds)
+	pod := f.podList()[0]
+	log := map[string][]string{}
+	record := func(when string, want ...string) {
+		t.Helper()
+		got := f.podWriteLog()[pod.Name]
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: pod writes %q, want %q", when, got, want)
+		}
+		log[pod.Name] = append(log[pod.Name], got...)
+	}
+
+	ds = f.changeTemplate(ds, "agent:2")
+	f.mustSync(ds)
+	record("the update, unlisted", "patch")
+	f.syncCaches() // the patch shows; the kubelet has not restarted anything yet
+
+	// A slice lists the pod: the handler wakes the set.
+	f.queue.drain()
+	slice := endpointSlice(ns, "agent-abcde", podRef(pod))
+	f.add(slice)
+	f.c.addSlice(klogDiscard, slice)
+	if got, want := f.queue.drain(), []string{ns + "/" + ds.Name}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("queued %v after the slice, want %v", got, want)
+	}
+	f.mustSync(ds)
+	record("the sync after the slice", "gate False")
+	if g := placement.InPlaceGateCondition(f.podList()[0]); g == nil || g.Status != corev1.ConditionFalse {
+		t.Fatalf("gate %v after the sync, want False", g)
+	}
+	f.mustSync(ds)
+	record("again before the cache shows the closing")
+	f.syncCaches()
+	f.mustSync(ds)
+	record("again before the new containers are ready")
+
+	f.kubelet()
+	if p := f.podList()[0]; !podDown(p) || placement.IsPodReady(p) {
+		t.Fatal("the pod is Ready with its gate closed")
+	}
+	f.mustSync(ds)
+	record("once the new containers are ready", "gate True")
+	f.syncCaches()
+	f.kubelet()
+	f.mustSync(ds)
+	record("after")
+	if p := f.podList()[0]; podDown(p) || p.UID != pod.UID {
+		t.Errorf("pod %s (uid %s) not in service after the update, or not the same pod", p.Name, p.UID)
+	}
+	if got, want := log[pod.Name], []string{"patch", "gate False", "gate True"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("pod writes %q, want %q", got, want)
+	}
+
+	// Slices that list the pod once its update is done wake no set.
+	f.queue.drain()
+	other := endpointSlice(ns, "agent-fghij", podRef(pod))
+	f.add(other)
+	f.c.addSlice(klogDiscard, other)
+	again := slice.DeepCopy()
+	again.ResourceVersion = "2"
+	f.c.updateSlice(klogDiscard, slice, again)
+	if got := f.queue.drain(); len(got) != 0 {
+		t.Errorf("queued %v for slices that start listing no updating pod", got)
+	}
+}

@@ -112,3 +112,31 @@ func PlanGateOpenings(v *View) []*DaemonPod {
 	}
 	return out
 }
+
+// PlanGateClosings returns the pods whose in-place gate the controller
+// should close although their patch has gone out: pods updating in place
+// (their new containers not all ready yet), gate open, that the gate
+// policy closes the gate of now (Strategy.ClosesGate). Under IfServed
+// that is a pod patched while no EndpointSlice listed it that one lists
+// now (listed reads the slices; it is called only under IfServed and only
+// for these pods). The gate cannot stop what the patch started, and
+// traffic may have reached containers the kubelet stopped before the
+// controller saw the slice; closed now, it takes the pod out of the
+// endpoints before the kubelet would (a stopped container turns not ready
+// only once it has stopped, one not yet stopped not at all), and keeps it
+// out until its new containers are ready: PlanGateOpenings opens it then.
+func PlanGateClosings(v *View, listed func(*corev1.Pod) bool) []*DaemonPod {
+	if v.Gated == 0 || !v.Strategy.InPlace() {
+		return nil
+	}
+	var out []*DaemonPod
+	for _, p := range v.Pods {
+		if !p.Gated || !p.gateIsOpen || p.deleting || p.InPlace == nil || p.inPlaceDone {
+			continue
+		}
+		if v.Strategy.ClosesGate(true, v.Strategy.GateNeedsListing() && listed(p.Pod)) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
