@@ -509,6 +509,13 @@ func TestDaemonSetWarnings(t *testing.T) {
 			},
 			want: []string{"spec.updateStrategy.rollingUpdate.maxUnavailable: 100%"},
 		},
+		"inPlaceReadinessGate": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { inPlaceGate(ds, "", ptr.To(false)) },
+			want:   []string{"spec.updateStrategy.rollingUpdate.inPlaceReadinessGate: deprecated; use inPlaceGatePolicy: Never"},
+		},
+		"inPlaceGatePolicy has none": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { inPlaceGate(ds, everynodev1alpha1.InPlaceGateIfServed, nil) },
+		},
 		"partition 100%": {
 			change: func(ds *everynodev1alpha1.DaemonSet) {
 				ds.Spec.UpdateStrategy.RollingUpdate.Partition = intOrStr("100%")
