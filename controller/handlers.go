@@ -402,12 +402,27 @@ func (c *Controller) updateSlice(logger klog.Logger, old, cur interface{}) {
 }
 
 // wakeForListed is addSlice and updateSlice: the pods cur lists that old
-// (nil for a new slice) did not.
+// (nil for a new slice) did not. The pod cache holds daemon pods only, so
+// for nearly every endpoint of the cluster the one read is a miss; the
+// old slice is read only for a pod that is a candidate.
 func (c *Controller) wakeForListed(logger klog.Logger, old, cur *discoveryv1.EndpointSlice) {
 	var before map[string]bool
 	for i := range cur.Endpoints {
+		ref := cur.Endpoints[i].TargetRef
 		key, ok := endpointPodKey(cur, &cur.Endpoints[i])
-		if !ok || cur.Endpoints[i].TargetRef.Name == "" {
+		if !ok || ref.Name == "" {
+			continue
+		}
+		ns := ref.Namespace
+		if ns == "" {
+			ns = cur.Namespace
+		}
+		obj, exists, err := c.podIndexer.GetByKey(ns + "/" + ref.Name)
+		if err != nil || !exists {
+			continue
+		}
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || (ref.UID != "" && ref.UID != pod.UID) || !placement.IsDaemonPod(pod) || !lateGateCandidate(pod) {
 			continue
 		}
 		if old != nil && before == nil {
@@ -419,19 +434,6 @@ func (c *Controller) wakeForListed(logger klog.Logger, old, cur *discoveryv1.End
 			}
 		}
 		if before[key] {
-			continue
-		}
-		ref := cur.Endpoints[i].TargetRef
-		ns := ref.Namespace
-		if ns == "" {
-			ns = cur.Namespace
-		}
-		obj, exists, err := c.podIndexer.GetByKey(ns + "/" + ref.Name)
-		if err != nil || !exists {
-			continue
-		}
-		pod, ok := obj.(*corev1.Pod)
-		if !ok || (ref.UID != "" && ref.UID != pod.UID) || !placement.IsDaemonPod(pod) || !lateGateCandidate(pod) {
 			continue
 		}
 		if ds := c.resolveOwner(pod); ds != nil {

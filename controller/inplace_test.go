@@ -567,9 +567,18 @@ func TestInPlaceIfServedListedMidUpdate(t *testing.T) {
 	record("the update, unlisted", "patch")
 	f.syncCaches() // the patch shows; the kubelet has not restarted anything yet
 
-	// A slice lists the pod: the handler wakes the set.
+	// A slice that listed the pod before and after a change of its own
+	// lists nothing new: no wake-up. (The handler alone, on made-up
+	// events.)
 	f.queue.drain()
 	slice := endpointSlice(ns, "agent-abcde", podRef(pod))
+	changed := slice.DeepCopy()
+	changed.ResourceVersion = "2"
+	f.c.updateSlice(klogDiscard, slice, changed)
+	if got := f.queue.drain(); len(got) != 0 {
+		t.Fatalf("queued %v for a slice that listed the pod already", got)
+	}
+	// A slice lists the pod: the handler wakes the set.
 	f.add(slice)
 	f.c.addSlice(klogDiscard, slice)
 	if got, want := f.queue.drain(), []string{ns + "/" + ds.Name}; !reflect.DeepEqual(got, want) {
@@ -603,15 +612,12 @@ func TestInPlaceIfServedListedMidUpdate(t *testing.T) {
 		t.Errorf("pod writes %q, want %q", got, want)
 	}
 
-	// Slices that list the pod once its update is done wake no set.
+	// A slice that lists the pod once its update is done wakes no set.
 	f.queue.drain()
 	other := endpointSlice(ns, "agent-fghij", podRef(pod))
 	f.add(other)
 	f.c.addSlice(klogDiscard, other)
-	again := slice.DeepCopy()
-	again.ResourceVersion = "2"
-	f.c.updateSlice(klogDiscard, slice, again)
 	if got := f.queue.drain(); len(got) != 0 {
-		t.Errorf("queued %v for slices that start listing no updating pod", got)
+		t.Errorf("queued %v for a slice that lists no updating pod", got)
 	}
 }
