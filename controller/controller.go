@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -76,6 +77,16 @@ type Config struct {
 	// Without them such a dependency is reported missing and waited for.
 	StartAfterSets appsinformers.DaemonSetInformer
 	StartAfterPods coreinformers.PodInformer
+
+	// EndpointSlices and Services, both optional, say which pods receive
+	// traffic, for rollingUpdate.inPlaceGatePolicy IfServed (served.go):
+	// an in-place update closes the gate of a pod an EndpointSlice lists,
+	// and a new pod gets the gate when a Service selects it. EndpointSlices
+	// gets an index by pod. Without EndpointSlices every pod counts as
+	// listed, without Services every pod as selected: IfServed then acts
+	// as Always.
+	EndpointSlices discoveryinformers.EndpointSliceInformer
+	Services       coreinformers.ServiceInformer
 
 	// Recorder records events on sets. Optional: when nil the controller
 	// makes its own, writing events through KubeClient (EventClient when
@@ -149,6 +160,10 @@ type Controller struct {
 	// spec.startAfter; nil without Config.StartAfterSets and StartAfterPods.
 	appsSetLister  appslisters.DaemonSetLister
 	appsPodIndexer cache.Indexer
+	// sliceIndexer and serviceLister read what inPlaceGatePolicy IfServed
+	// needs (served.go); nil without Config.EndpointSlices or Services.
+	sliceIndexer  cache.Indexer
+	serviceLister corelisters.ServiceLister
 
 	// queue holds sets to sync; nodeQueue holds nodes whose change may
 	// concern some sets, resolved to those sets by a node worker so that
@@ -246,6 +261,17 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		if err := addIndexer(cfg.StartAfterPods.Informer(), appsPodsByNode, appsPodNode); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.EndpointSlices != nil {
+		c.sliceIndexer = cfg.EndpointSlices.Informer().GetIndexer()
+		c.synced = append(c.synced, cfg.EndpointSlices.Informer().HasSynced)
+		if err := addIndexer(cfg.EndpointSlices.Informer(), slicesByPod, slicePodKeys); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Services != nil {
+		c.serviceLister = cfg.Services.Lister()
+		c.synced = append(c.synced, cfg.Services.Informer().HasSynced)
 	}
 	c.state = newSetStates(clk, c.pacer)
 	if cfg.Budget != nil {

@@ -28,7 +28,8 @@ type expectations struct {
 	deletes map[string]struct{}
 	// updates are in-place updates and openings of the in-place gate (by
 	// pod namespace/name), seen when the pod shows another revision hash
-	// or its gate open, or is deleted.
+	// or its gate open, or is deleted; and closings of the gate after a
+	// patch (gateClosingKey), seen when the pod shows its gate closed.
 	updates map[string]struct{}
 	// raised is when an expectation was last added, for the TTL.
 	raised time.Time
@@ -70,13 +71,20 @@ func (e *expectations) creationObserved(node string) (completed bool) {
 	return e.observed(e.creates, node)
 }
 
+// gateClosingKey is the updates key of a closing of a pod's in-place
+// gate after its patch (closeLateGates), seen when the pod shows the gate
+// closed. It is not the pod's own key: the closing that comes before a
+// patch shows first, and must not end the expectation of the patch.
+func gateClosingKey(podKey string) string { return podKey + "#gate-closing" }
+
 // deletionObserved marks the deletion of a pod as seen, and ends an
-// in-place update of it still expected; completed is true only when either
-// was pending and nothing else is.
+// in-place update or gate closing of it still expected; completed is true
+// only when any was pending and nothing else is.
 func (e *expectations) deletionObserved(podKey string) (completed bool) {
 	// A pod gone will show no in-place update either.
 	updated := e.observed(e.updates, podKey)
-	return e.observed(e.deletes, podKey) || updated
+	closed := e.observed(e.updates, gateClosingKey(podKey))
+	return e.observed(e.deletes, podKey) || updated || closed
 }
 
 // updateObserved marks the in-place update of a pod as seen; completed is

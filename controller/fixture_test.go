@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,6 +57,7 @@ type fixture struct {
 	recorder *record.FakeRecorder
 
 	podInf, nodeInf, revInf, setInf cache.SharedIndexInformer
+	sliceInf, serviceInf            cache.SharedIndexInformer
 	podSeq                          atomic.Int64
 	rvSeq                           atomic.Int64 // resourceVersions of sets
 	queue                           *recordingQueue
@@ -200,6 +202,9 @@ func newFixtureWith(t testing.TB, setup func(*fixture)) *fixture {
 		Revisions:  kubeInf.Apps().V1().ControllerRevisions(),
 		Recorder:   f.recorder,
 		Clock:      f.clock,
+
+		EndpointSlices: kubeInf.Discovery().V1().EndpointSlices(),
+		Services:       kubeInf.Core().V1().Services(),
 	}
 	c, err := New(f.ctx, cfg)
 	if err != nil {
@@ -216,6 +221,8 @@ func newFixtureWith(t testing.TB, setup func(*fixture)) *fixture {
 	f.nodeInf = cfg.Nodes.Informer()
 	f.revInf = cfg.Revisions.Informer()
 	f.setInf = cfg.DaemonSets.Informer()
+	f.sliceInf = cfg.EndpointSlices.Informer()
+	f.serviceInf = cfg.Services.Informer()
 	return f
 }
 
@@ -237,6 +244,10 @@ func (f *fixture) add(objs ...runtime.Object) {
 			f.c.nodes.changed() // as the node handler would
 		case *appsv1.ControllerRevision:
 			err, inf = f.kube.Tracker().Add(o), f.revInf
+		case *discoveryv1.EndpointSlice:
+			err, inf = f.kube.Tracker().Add(o), f.sliceInf
+		case *corev1.Service:
+			err, inf = f.kube.Tracker().Add(o), f.serviceInf
 		default:
 			f.t.Fatalf("add: unexpected %T", obj)
 		}

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -58,6 +59,15 @@ func (c *Controller) addEventHandlers(ctx context.Context, cfg Config) error {
 			if err := c.handle(cfg.StartAfterSets.Informer(), c.startOrderSetHandler(logger, appsStartKeys)); err != nil {
 				return fmt.Errorf("add start-order apps DaemonSet event handler: %w", err)
 			}
+		}
+	}
+	if cfg.DaemonSets != nil && c.sliceIndexer != nil {
+		// inPlaceGatePolicy IfServed: only everynode sets update in place.
+		if err := c.handle(cfg.EndpointSlices.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj interface{}) { c.addSlice(logger, obj) },
+			UpdateFunc: func(old, cur interface{}) { c.updateSlice(logger, old, cur) },
+		}); err != nil {
+			return fmt.Errorf("add EndpointSlice event handler: %w", err)
 		}
 	}
 	if err := c.handle(cfg.Revisions.Informer(), cache.ResourceEventHandlerFuncs{
@@ -243,6 +253,11 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur interface{}) {
 		// (resize).
 		completed = c.state.updateObserved(cache.MetaObjectToName(ds), cache.MetaObjectToName(curPod).String())
 	}
+	if gateClosed(oldPod, curPod) {
+		// A closing of the gate after a patch (closeLateGates); the one
+		// before a patch was not expected under this key.
+		completed = c.state.updateObserved(cache.MetaObjectToName(ds), gateClosingKey(cache.MetaObjectToName(curPod).String())) || completed
+	}
 	if oldRef == nil {
 		// An adoption shows: adoptPods expected it like a creation.
 		if node, ok := placement.TargetNode(curPod); ok {
@@ -281,6 +296,12 @@ func turnedReady(old, cur *corev1.Pod) bool {
 // old did not.
 func gateOpened(old, cur *corev1.Pod) bool {
 	return !placement.ConditionReady(placement.InPlaceGateCondition(old)) && placement.ConditionReady(placement.InPlaceGateCondition(cur))
+}
+
+// gateClosed reports whether cur shows the pod's in-place gate closed
+// where old showed it open.
+func gateClosed(old, cur *corev1.Pod) bool {
+	return placement.ConditionReady(placement.InPlaceGateCondition(old)) && !placement.ConditionReady(placement.InPlaceGateCondition(cur))
 }
 
 func (c *Controller) deletePod(logger klog.Logger, obj interface{}) {
@@ -357,4 +378,67 @@ func (c *Controller) enqueueForPod(ds *everynodev1alpha1.DaemonSet, completedExp
 		return
 	}
 	c.queue.Add(key)
+}
+
+// addSlice and updateSlice wake the set of each pod an EndpointSlice
+// starts listing while the pod updates in place with its gate open
+// (lateGateCandidate): patched while no slice listed it, under
+// inPlaceGatePolicy IfServed, it now receives traffic, and the set's sync
+// closes its gate (closeLateGates). Other slice events cost a pass over
+// the slice's endpoints, and a cache read for each pod it starts listing;
+// a slice's removal needs nothing.
+func (c *Controller) addSlice(logger klog.Logger, obj interface{}) {
+	if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		c.wakeForListed(logger, nil, slice)
+	}
+}
+
+func (c *Controller) updateSlice(logger klog.Logger, old, cur interface{}) {
+	oldSlice, ok1 := old.(*discoveryv1.EndpointSlice)
+	curSlice, ok2 := cur.(*discoveryv1.EndpointSlice)
+	if ok1 && ok2 && oldSlice.ResourceVersion != curSlice.ResourceVersion {
+		c.wakeForListed(logger, oldSlice, curSlice)
+	}
+}
+
+// wakeForListed is addSlice and updateSlice: the pods cur lists that old
+// (nil for a new slice) did not. The pod cache holds daemon pods only, so
+// for nearly every endpoint of the cluster the one read is a miss; the
+// old slice is read only for a pod that is a candidate.
+func (c *Controller) wakeForListed(logger klog.Logger, old, cur *discoveryv1.EndpointSlice) {
+	var before map[string]bool
+	for i := range cur.Endpoints {
+		ref := cur.Endpoints[i].TargetRef
+		key, ok := endpointPodKey(cur, &cur.Endpoints[i])
+		if !ok || ref.Name == "" {
+			continue
+		}
+		ns := ref.Namespace
+		if ns == "" {
+			ns = cur.Namespace
+		}
+		obj, exists, err := c.podIndexer.GetByKey(ns + "/" + ref.Name)
+		if err != nil || !exists {
+			continue
+		}
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || (ref.UID != "" && ref.UID != pod.UID) || !placement.IsDaemonPod(pod) || !lateGateCandidate(pod) {
+			continue
+		}
+		if old != nil && before == nil {
+			before = make(map[string]bool, len(old.Endpoints))
+			for j := range old.Endpoints {
+				if k, ok := endpointPodKey(old, &old.Endpoints[j]); ok {
+					before[k] = true
+				}
+			}
+		}
+		if before[key] {
+			continue
+		}
+		if ds := c.resolveOwner(pod); ds != nil {
+			logger.V(4).Info("EndpointSlice lists a pod updating in place with its gate open", "endpointSlice", klog.KObj(cur), "pod", klog.KObj(pod), "daemonset", klog.KObj(ds))
+			c.enqueue(ds)
+		}
+	}
 }

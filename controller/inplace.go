@@ -56,8 +56,10 @@ func (c *Controller) updateInPlace(ctx context.Context, v *plan.View, pods []*pl
 	})
 }
 
-// updatePodInPlace closes p's gate if it has one and it is open, then
-// patches its images to those of the pod the set would create on its node.
+// updatePodInPlace closes p's gate if the set's gate policy closes it for
+// p (placement.Strategy.ClosesGate: under IfServed, when an EndpointSlice
+// lists p) and it is not closed yet, then patches its images to those of
+// the pod the set would create on its node.
 func (c *Controller) updatePodInPlace(ctx context.Context, v *plan.View, p *plan.DaemonPod) error {
 	nodeName := p.Spec.NodeName
 	var node *corev1.Node
@@ -79,7 +81,8 @@ func (c *Controller) updatePodInPlace(ctx context.Context, v *plan.View, p *plan
 		// (edited by hand?). The next sync finds it still old; say why.
 		return fmt.Errorf("pod %s: its containers do not pair up with the update revision's by name; delete it to recreate it", p.Name)
 	}
-	if p.Gated && (p.GateCond == nil || p.GateCond.Status != corev1.ConditionFalse) {
+	listed := v.Strategy.GateNeedsListing() && p.Gated && c.listed(p.Pod)
+	if v.Strategy.ClosesGate(p.Gated, listed) && (p.GateCond == nil || p.GateCond.Status != corev1.ConditionFalse) {
 		gate := placement.InPlaceGatePatch(corev1.ConditionFalse, "InPlaceUpdating",
 			fmt.Sprintf("updating in place to revision %s", v.Hash), now)
 		if err := c.podControl.SetPodGate(ctx, v.DS, p.Pod, corev1.ConditionFalse, gate); err != nil {
@@ -141,4 +144,59 @@ func (c *Controller) openGates(ctx context.Context, v *plan.View) error {
 		}
 		return err
 	})
+}
+
+// closeLateGates closes the in-place gate of the pods PlanGateClosings
+// names: under IfServed, pods patched while no EndpointSlice listed them
+// that one lists now, their new containers not ready yet. At most
+// burstReplicas a sync. Each closing is expected under its own key
+// (gateClosingKey), seen when the pod shows its gate closed: a sync on a
+// cache that does not show it yet would close it again.
+func (c *Controller) closeLateGates(ctx context.Context, v *plan.View) error {
+	pods := plan.PlanGateClosings(v, c.listed)
+	if len(pods) == 0 {
+		return nil
+	}
+	if err := c.writeFence(ctx); err != nil {
+		return err
+	}
+	if len(pods) > c.burstReplicas {
+		pods = pods[:c.burstReplicas]
+	}
+	key := cache.MetaObjectToName(v.DS)
+	keys := make([]string, len(pods))
+	for i, p := range pods {
+		keys[i] = gateClosingKey(cache.MetaObjectToName(p.Pod).String())
+	}
+	c.state.expectUpdates(key, keys)
+	klog.FromContext(ctx).V(2).Info("Closing the in-place gates of pods an EndpointSlice lists since their update", "daemonset", klog.KObj(v.DS), "count", len(pods))
+	now := c.clock.Now()
+	return allAtOnce(pods, func(i int, p *plan.DaemonPod) error {
+		patch := placement.InPlaceGatePatch(corev1.ConditionFalse, "InPlaceUpdating",
+			fmt.Sprintf("updating in place to revision %s; an EndpointSlice listed the pod after the update began", p.Hash), now)
+		err := c.podControl.SetPodGate(ctx, v.DS, p.Pod, corev1.ConditionFalse, patch)
+		if err == nil {
+			return nil
+		}
+		c.state.updateObserved(key, keys[i])
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// lateGateCandidate reports whether pod is one PlanGateClosings may name
+// once an EndpointSlice lists it: gated, gate open, its in-place update
+// under way. The EndpointSlice handler asks it before it wakes a set.
+func lateGateCandidate(pod *corev1.Pod) bool {
+	if !placement.HasInPlaceGate(pod) || !placement.ConditionReady(placement.InPlaceGateCondition(pod)) {
+		return false
+	}
+	u, ok := placement.InPlaceUpdateOf(pod)
+	if !ok {
+		return false
+	}
+	done, _ := placement.InPlaceDone(pod, &u)
+	return !done
 }

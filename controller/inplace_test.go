@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"testing"
 
@@ -260,22 +262,362 @@ func TestInPlaceRollingUpdate(t *testing.T) {
 	}
 }
 
-// TestInPlaceNeedsAMatchingGate: pods made before the set asked for the
-// gate are recreated (so they get it), not patched.
-func TestInPlaceNeedsAMatchingGate(t *testing.T) {
-	f := newFixture(t)
-	addNodes(f, 2)
-	ds := newSet("agent")
-	addSetWithRevision(f, ds)
-	f.settle(ds)
-	f.kubelet()
+// podWriteLog returns the last sync's writes of each pod, by pod name, in
+// the order they were sent: "patch" (the pod itself), "gate False" and
+// "gate True" (its status: the in-place gate condition), or the name of
+// another subresource.
+func (f *fixture) podWriteLog() map[string][]string {
+	f.t.Helper()
+	out := map[string][]string{}
+	for _, a := range f.kube.Actions() {
+		if a.GetVerb() != "patch" || a.GetResource().Resource != "pods" {
+			continue
+		}
+		pa := a.(clienttesting.PatchAction)
+		w := pa.GetSubresource()
+		switch w {
+		case "":
+			w = "patch"
+		case "status":
+			var p struct {
+				Status struct {
+					Conditions []corev1.PodCondition `json:"conditions"`
+				} `json:"status"`
+			}
+			if err := json.Unmarshal(pa.GetPatch(), &p); err != nil || len(p.Status.Conditions) != 1 {
+				f.t.Fatalf("status patch %s: want one condition (%v)", pa.GetPatch(), err)
+			}
+			w = "gate " + string(p.Status.Conditions[0].Status)
+		}
+		out[pa.GetName()] = append(out[pa.GetName()], w)
+	}
+	return out
+}
 
-	ds = f.set(ds).DeepCopy()
-	ds.Spec.UpdateStrategy.RollingUpdate.PodUpdatePolicy = everynodev1alpha1.PodUpdateInPlaceIfPossible
-	f.update(ds)
+// rollOut syncs ds and plays the kubelet until every pod runs the update
+// revision and is in service, and returns every pod write on the way, by
+// pod name, in order. Each step syncs twice before the caches show what
+// the first sync wrote, so a write sent again on a stale cache shows. No
+// pod may be created or deleted: the update must be in place. between,
+// if set, runs after each step's syncs, before the caches catch up.
+func (f *fixture) rollOut(ds *everynodev1alpha1.DaemonSet, between func(step int)) map[string][]string {
+	f.t.Helper()
+	hash := revisionHash(f.set(ds))
+	log := map[string][]string{}
+	record := func(step int) {
+		if c, d := len(f.podCreates()), len(f.podDeletes()); c+d > 0 {
+			f.t.Fatalf("step %d: %d creates, %d deletes; want the update in place", step, c, d)
+		}
+		for pod, w := range f.podWriteLog() {
+			log[pod] = append(log[pod], w...)
+		}
+	}
+	for i := 0; ; i++ {
+		if i == 30 {
+			f.t.Fatalf("the in-place rollout did not finish; writes so far: %v", log)
+		}
+		f.mustSync(ds)
+		record(i)
+		f.mustSync(ds)
+		record(i)
+		if between != nil {
+			between(i)
+		}
+		f.syncCaches()
+		f.kubelet()
+		done := true
+		for _, p := range f.podList() {
+			done = done && placement.IsPodUpdated(p, hash) && !podDown(p)
+		}
+		if done {
+			// And nothing more once it is.
+			f.mustSync(ds)
+			record(i + 1)
+			return log
+		}
+	}
+}
+
+// uidsByName returns the UID of every pod, by name.
+func (f *fixture) uidsByName() map[string]string {
+	out := map[string]string{}
+	for _, p := range f.podList() {
+		out[p.Name] = string(p.UID)
+	}
+	return out
+}
+
+// TestInPlaceWhateverTheGate: a pod is updated in place whether or not it
+// has the in-place gate the set's policy would give a new pod. A set
+// switched to InPlaceIfPossible in the same edit as its image keeps its
+// pods (made without the gate): each gets the patch alone. A set switched
+// to Never keeps its gated pods too, their gates left open.
+func TestInPlaceWhateverTheGate(t *testing.T) {
+	tests := map[string]struct {
+		before func() *everynodev1alpha1.DaemonSet
+		edit   func(ru *everynodev1alpha1.RollingUpdateDaemonSet)
+		gated  bool
+	}{
+		"Recreate to InPlaceIfPossible with the image": {
+			before: func() *everynodev1alpha1.DaemonSet { return newSet("agent") },
+			edit: func(ru *everynodev1alpha1.RollingUpdateDaemonSet) {
+				ru.PodUpdatePolicy = everynodev1alpha1.PodUpdateInPlaceIfPossible
+			},
+		},
+		"Always to Never with the image": {
+			before: func() *everynodev1alpha1.DaemonSet { return inPlaceSet(true) },
+			edit: func(ru *everynodev1alpha1.RollingUpdateDaemonSet) {
+				ru.InPlaceReadinessGate = nil
+				ru.InPlaceGatePolicy = everynodev1alpha1.InPlaceGateNever
+			},
+			gated: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			addNodes(f, 3)
+			ds := tc.before()
+			addSetWithRevision(f, ds)
+			f.settle(ds)
+			f.kubelet()
+			f.settle(ds) // opens the gates of gated pods
+			f.kubelet()
+			uids := f.uidsByName()
+			for _, p := range f.podList() {
+				if got := placement.HasInPlaceGate(p); got != tc.gated {
+					t.Fatalf("pod %s has the gate: %v, want %v", p.Name, got, tc.gated)
+				}
+			}
+
+			// One edit: the strategy and the image.
+			ds = f.set(ds).DeepCopy()
+			tc.edit(ds.Spec.UpdateStrategy.RollingUpdate)
+			ds.Spec.Template.Spec.Containers[0].Image = "agent:2"
+			ds.Generation++
+			f.update(ds)
+			log := f.rollOut(ds, nil)
+
+			if got := f.uidsByName(); !reflect.DeepEqual(got, uids) {
+				t.Errorf("pods after the update %v, want the same pods %v", got, uids)
+			}
+			for name := range uids {
+				if got := log[name]; !reflect.DeepEqual(got, []string{"patch"}) {
+					t.Errorf("pod %s writes %q, want the patch alone", name, got)
+				}
+			}
+			for _, p := range f.podList() {
+				if got := p.Spec.Containers[0].Image; got != "agent:2" {
+					t.Errorf("pod %s runs %s, want agent:2", p.Name, got)
+				}
+				if g := placement.InPlaceGateCondition(p); tc.gated && (g == nil || g.Status != corev1.ConditionTrue) {
+					t.Errorf("pod %s gate %v, want it left True", p.Name, g)
+				}
+			}
+		})
+	}
+}
+
+// ifServedSet is a set that updates in place under inPlaceGatePolicy
+// IfServed.
+func ifServedSet() *everynodev1alpha1.DaemonSet {
+	ds := inPlaceSet(true)
+	ds.Spec.UpdateStrategy.RollingUpdate.InPlaceReadinessGate = nil
+	ds.Spec.UpdateStrategy.RollingUpdate.InPlaceGatePolicy = everynodev1alpha1.InPlaceGateIfServed
+	return ds
+}
+
+// agentService selects the pods of the sets the tests make ("app": "agent").
+func agentService() *corev1.Service {
+	return service(ns, "agent", map[string]string{"app": "agent"})
+}
+
+// startPods syncs ds and plays the kubelet until every node runs a pod in
+// service, and returns every pod write on the way, by pod name.
+func (f *fixture) startPods(ds *everynodev1alpha1.DaemonSet) map[string][]string {
+	f.t.Helper()
+	log := map[string][]string{}
+	for i := 0; i < 5; i++ {
+		f.mustSync(ds)
+		for pod, w := range f.podWriteLog() {
+			log[pod] = append(log[pod], w...)
+		}
+		f.syncCaches()
+		f.kubelet()
+	}
+	for _, p := range f.podList() {
+		if podDown(p) {
+			f.t.Fatalf("pod %s is not in service after its creation", p.Name)
+		}
+	}
+	return log
+}
+
+// TestInPlaceIfServedCreation: under IfServed a new pod gets the in-place
+// gate, and so costs the write that opens it, only when a Service selects
+// it.
+func TestInPlaceIfServedCreation(t *testing.T) {
+	for _, svc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("service=%v", svc), func(t *testing.T) {
+			f := newFixture(t)
+			addNodes(f, 2)
+			if svc {
+				f.add(agentService())
+			}
+			f.add(service(ns, "other", map[string]string{"app": "other"}))
+			ds := ifServedSet()
+			addSetWithRevision(f, ds)
+			log := f.startPods(ds)
+			want := []string(nil)
+			if svc {
+				want = []string{"gate True"}
+			}
+			for _, p := range f.podList() {
+				if got := placement.HasInPlaceGate(p); got != svc {
+					t.Errorf("pod %s has the gate: %v, want %v", p.Name, got, svc)
+				}
+				if got := log[p.Name]; !reflect.DeepEqual(got, want) {
+					t.Errorf("pod %s writes %q, want %q", p.Name, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestInPlaceIfServed: under IfServed, an in-place update of a pod that an
+// EndpointSlice lists is the full gate sequence, in order: gate False,
+// patch, gate True; of a pod none lists, the patch alone, its gate left
+// True. Two nodes, maxUnavailable 1; a Service selects the pods, so they
+// have the gate.
+func TestInPlaceIfServed(t *testing.T) {
+	tests := map[string]struct {
+		listed map[string]bool // by node
+	}{
+		"listed":      {listed: map[string]bool{"node-0": true, "node-1": true}},
+		"unlisted":    {},
+		"one of each": {listed: map[string]bool{"node-1": true}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			addNodes(f, 2)
+			f.add(agentService())
+			ds := ifServedSet()
+			addSetWithRevision(f, ds)
+			f.startPods(ds)
+			var refs []*corev1.ObjectReference
+			for _, p := range f.podList() {
+				if !placement.HasInPlaceGate(p) {
+					t.Fatalf("pod %s has no gate; a Service selects it", p.Name)
+				}
+				if tc.listed[p.Spec.NodeName] {
+					refs = append(refs, podRef(p))
+				}
+			}
+			f.add(endpointSlice(ns, "agent-abcde", refs...))
+			uids := f.uidsByName()
+
+			ds = f.changeTemplate(ds, "agent:2")
+			log := f.rollOut(ds, nil)
+			if got := f.uidsByName(); !reflect.DeepEqual(got, uids) {
+				t.Errorf("pods after the update %v, want the same pods %v", got, uids)
+			}
+			for _, p := range f.podList() {
+				want := []string{"patch"}
+				if tc.listed[p.Spec.NodeName] {
+					want = []string{"gate False", "patch", "gate True"}
+				}
+				if got := log[p.Name]; !reflect.DeepEqual(got, want) {
+					t.Errorf("pod %s on %s writes %q, want %q", p.Name, p.Spec.NodeName, got, want)
+				}
+				if g := placement.InPlaceGateCondition(p); g == nil || g.Status != corev1.ConditionTrue {
+					t.Errorf("pod %s gate %v, want True", p.Name, g)
+				}
+			}
+		})
+	}
+}
+
+// TestInPlaceIfServedListedMidUpdate: a pod patched under IfServed while
+// no EndpointSlice listed it, that a slice lists before its new containers
+// are ready, gets its gate closed as soon as the controller sees the
+// slice, and opened once they are ready: patch, gate False, gate True.
+// What this cannot undo: traffic the pod took between the patch and the
+// closing, to containers the kubelet was stopping.
+func TestInPlaceIfServedListedMidUpdate(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 1)
+	f.add(agentService())
+	ds := ifServedSet()
+	addSetWithRevision(f, ds)
+	f.startPods(ds)
+	pod := f.podList()[0]
+	log := map[string][]string{}
+	record := func(when string, want ...string) {
+		t.Helper()
+		got := f.podWriteLog()[pod.Name]
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: pod writes %q, want %q", when, got, want)
+		}
+		log[pod.Name] = append(log[pod.Name], got...)
+	}
+
 	ds = f.changeTemplate(ds, "agent:2")
 	f.mustSync(ds)
-	if p, _ := f.podWrites(); p != 0 || len(f.podDeletes()) != 1 {
-		t.Errorf("%d in-place patches, %d deletes; want 0 and 1", p, len(f.podDeletes()))
+	record("the update, unlisted", "patch")
+	f.syncCaches() // the patch shows; the kubelet has not restarted anything yet
+
+	// A slice that listed the pod before and after a change of its own
+	// lists nothing new: no wake-up. (The handler alone, on made-up
+	// events.)
+	f.queue.drain()
+	slice := endpointSlice(ns, "agent-abcde", podRef(pod))
+	changed := slice.DeepCopy()
+	changed.ResourceVersion = "2"
+	f.c.updateSlice(klogDiscard, slice, changed)
+	if got := f.queue.drain(); len(got) != 0 {
+		t.Fatalf("queued %v for a slice that listed the pod already", got)
+	}
+	// A slice lists the pod: the handler wakes the set.
+	f.add(slice)
+	f.c.addSlice(klogDiscard, slice)
+	if got, want := f.queue.drain(), []string{ns + "/" + ds.Name}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("queued %v after the slice, want %v", got, want)
+	}
+	f.mustSync(ds)
+	record("the sync after the slice", "gate False")
+	if g := placement.InPlaceGateCondition(f.podList()[0]); g == nil || g.Status != corev1.ConditionFalse {
+		t.Fatalf("gate %v after the sync, want False", g)
+	}
+	f.mustSync(ds)
+	record("again before the cache shows the closing")
+	f.syncCaches()
+	f.mustSync(ds)
+	record("again before the new containers are ready")
+
+	f.kubelet()
+	if p := f.podList()[0]; !podDown(p) || placement.IsPodReady(p) {
+		t.Fatal("the pod is Ready with its gate closed")
+	}
+	f.mustSync(ds)
+	record("once the new containers are ready", "gate True")
+	f.syncCaches()
+	f.kubelet()
+	f.mustSync(ds)
+	record("after")
+	if p := f.podList()[0]; podDown(p) || p.UID != pod.UID {
+		t.Errorf("pod %s (uid %s) not in service after the update, or not the same pod", p.Name, p.UID)
+	}
+	if got, want := log[pod.Name], []string{"patch", "gate False", "gate True"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("pod writes %q, want %q", got, want)
+	}
+
+	// A slice that lists the pod once its update is done wakes no set.
+	f.queue.drain()
+	other := endpointSlice(ns, "agent-fghij", podRef(pod))
+	f.add(other)
+	f.c.addSlice(klogDiscard, other)
+	if got := f.queue.drain(); len(got) != 0 {
+		t.Errorf("queued %v for a slice that lists no updating pod", got)
 	}
 }

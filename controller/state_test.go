@@ -57,3 +57,20 @@ func TestInPlaceUpdateExpectations(t *testing.T) {
 		t.Error("the deletion of a pod expected to update did not end the wait")
 	}
 }
+
+// A gate closing after a patch is expected apart from the pod's update:
+// the pod's update does not end it, its deletion does.
+func TestGateClosingExpectations(t *testing.T) {
+	var e expectations
+	e.expectUpdates([]string{"ns/a", gateClosingKey("ns/a")}, t0)
+	if e.updateObserved("ns/a") || e.satisfied(t0) {
+		t.Error("the pod's update ended the wait for its gate closing")
+	}
+	if !e.updateObserved(gateClosingKey("ns/a")) {
+		t.Error("the closing did not end the wait")
+	}
+	e.expectUpdates([]string{gateClosingKey("ns/b")}, t0)
+	if !e.deletionObserved("ns/b") || !e.satisfied(t0) {
+		t.Error("the deletion of a pod whose gate closing was expected did not end the wait")
+	}
+}

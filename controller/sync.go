@@ -133,7 +133,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 }
 
 // reconcile runs the manage step, then the rolling update, then the
-// gate openings and the revision cleanup. A strategy that does not parse
+// gate closings and openings and the revision cleanup. A strategy that does not parse
 // replaces nothing; the rest still runs, and its error is returned last.
 func (c *Controller) reconcile(ctx context.Context, v *plan.View) error {
 	acted, err := c.manage(ctx, v)
@@ -168,6 +168,9 @@ func (c *Controller) reconcile(ctx context.Context, v *plan.View) error {
 		if err := c.resize(ctx, v); err != nil {
 			return fmt.Errorf("resize pods: %w", err)
 		}
+	}
+	if err := c.closeLateGates(ctx, v); err != nil {
+		return fmt.Errorf("close in-place readiness gates: %w", err)
 	}
 	if err := c.openGates(ctx, v); err != nil {
 		return fmt.Errorf("open in-place readiness gates: %w", err)

@@ -120,6 +120,11 @@ func (c *Controller) createPod(ctx context.Context, ds *everynodev1alpha1.Daemon
 		c.recorder.Eventf(ds, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
 		return err
 	}
+	// Under IfServed, only a pod some Service selects now gets the gate: a
+	// Service made later finds it without one until it is recreated.
+	if s := placement.UpdateStrategy(ds); s.GatesNewPod(s.GateNeedsService() && c.served(pod)) {
+		placement.WithInPlaceGate(pod)
+	}
 	c.gateIfWaiting(so, pod, nodeName, node)
 	return c.podControl.CreatePod(ctx, ds, pod)
 }

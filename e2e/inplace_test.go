@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
 )
 
 // In-place updates: kwok plays the kubelet's part (e2e/kwok: a running
@@ -132,9 +133,10 @@ func inPlaceEvents(t *testing.T, ns string) int {
 // maxUnavailable 2: every pod keeps its UID and IP, its container restarts
 // once, no pod is created or deleted, and never more than 2 pods are out of
 // service (Ready, the gate, or the running image, from a watch of every pod
-// change). An image-only rollback is in place too. Dropping the gate
-// recreates the pods once (to drop it), and the next image update is in
-// place without it. Then an env change recreates every pod.
+// change). An image-only rollback is in place too. Switching the gate
+// policy to Never with an image change updates the gated pods in place,
+// their gates left open, and so does the next image update. Then an env
+// change recreates every pod, without the gate.
 func TestInPlaceUpdate(t *testing.T) {
 	ns := newNamespace(t)
 	sel := map[string]string{scenarioLabel: "inplace-" + randSuffix()}
@@ -201,26 +203,24 @@ func TestInPlaceUpdate(t *testing.T) {
 	}
 	step("rollback to v1 in place", v1, false, func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template = first.Spec.Template })
 
-	t.Log("without the gate: the gated pods are recreated once, then updated in place")
+	t.Log("Never: the gated pods are updated in place, their gates left open")
 	const v3 = "registry.example/agent:v3"
-	before := recordPods(t, ns, "agent")
-	updateSet(t, ns, "agent", func(ds *everynodev1alpha1.DaemonSet) {
-		ds.Spec.UpdateStrategy.RollingUpdate.InPlaceReadinessGate = ptr.To(false)
+	step("v3 in place, gate policy Never in the same edit", v3, false, func(ds *everynodev1alpha1.DaemonSet) {
+		ds.Spec.UpdateStrategy.RollingUpdate.InPlaceGatePolicy = everynodev1alpha1.InPlaceGateNever
 		ds.Spec.Template.Spec.Containers[0].Image = v3
 	})
-	eventually(t, settle, "v3 everywhere", rolledOut(t, ns, "agent", nodes, v3))
 	for _, p := range daemonPods(t, ns, "agent") {
-		if before[p.Spec.NodeName].uid == string(p.UID) || len(p.Spec.ReadinessGates) != 0 {
-			t.Errorf("pod %s on %s: kept its UID or its gate (%v) when the set dropped the gate", p.Name, p.Spec.NodeName, p.Spec.ReadinessGates)
+		if g := placement.InPlaceGateCondition(&p); len(p.Spec.ReadinessGates) != 1 || g == nil || g.Status != corev1.ConditionTrue {
+			t.Errorf("pod %s: readiness gates %v, gate condition %v; want the gate kept, True", p.Name, p.Spec.ReadinessGates, g)
 		}
 	}
-	// With no gate, a patched pod stays Ready until the kubelet restarts
-	// its container (a second, in kwok): only the controller's own count
-	// keeps the budget.
-	step("v2 in place, no gate", v2, false, func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = v2 })
+	// With the gate not closed, a patched pod stays Ready until the
+	// kubelet restarts its container (a second, in kwok): only the
+	// controller's own count keeps the budget.
+	step("v2 in place, gate not closed", v2, false, func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = v2 })
 
 	t.Log("an env change recreates")
-	before = recordPods(t, ns, "agent")
+	before := recordPods(t, ns, "agent")
 	updateSet(t, ns, "agent", func(ds *everynodev1alpha1.DaemonSet) {
 		ds.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "b"}}
 	})
@@ -239,6 +239,12 @@ func TestInPlaceUpdate(t *testing.T) {
 	for node, a := range recordPods(t, ns, "agent") {
 		if a.uid == before[node].uid {
 			t.Errorf("node %s: pod %s kept its UID across an env change", node, a.uid)
+		}
+	}
+	// Recreated under Never: without the gate.
+	for _, p := range daemonPods(t, ns, "agent") {
+		if len(p.Spec.ReadinessGates) != 0 {
+			t.Errorf("pod %s recreated under gate policy Never has readiness gates %v", p.Name, p.Spec.ReadinessGates)
 		}
 	}
 }

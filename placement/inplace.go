@@ -23,24 +23,74 @@ import (
 //
 // A pod's lifecycle under an in-place update:
 //
-//  1. The controller sets the pod's gate condition False (when the pod has
-//     the gate), so the pod leaves Service endpoints before anything stops.
+//  1. The controller sets the pod's gate condition False when the pod has
+//     the gate and the gate policy closes it for the pod (ClosesGate), so
+//     the pod leaves Service endpoints before anything stops.
 //  2. One patch moves the pod to the new revision: the changed images, the
 //     revision hash label, and AnnotationInPlaceUpdate recording the
 //     containers that ran before (InPlaceUpdate).
 //  3. The kubelet stops each changed container and starts it again with
 //     the new image. The pod counts as unavailable until InPlaceDone.
-//  4. The controller sets the gate condition True.
+//  4. The controller sets the gate condition True, if it closed it.
 
 // InPlace reports whether the strategy updates pods in place where it can.
 func (s *Strategy) InPlace() bool {
 	return s.RollingUpdate() && s.PodUpdate == everynodev1alpha1.PodUpdateInPlaceIfPossible
 }
 
-// InPlaceGate reports whether the strategy's new pods carry the in-place
-// readiness gate.
-func (s *Strategy) InPlaceGate() bool {
-	return s.InPlace() && s.inPlaceGate
+// GatesNewPod reports whether a new pod of a set with this strategy gets
+// the in-place readiness gate: only where the set updates in place, then
+// under Always, and under IfServed when a Service of the pod's namespace
+// selects its labels (served). The gate costs a request per pod made (no
+// kubelet sets its condition), and a pod's gates are fixed when it is
+// made: under IfServed, a pod made before a Service selects it has none
+// until it is recreated.
+func (s *Strategy) GatesNewPod(served bool) bool {
+	if !s.InPlace() {
+		return false
+	}
+	switch s.GatePolicy {
+	case everynodev1alpha1.InPlaceGateAlways:
+		return true
+	case everynodev1alpha1.InPlaceGateIfServed:
+		return served
+	default:
+		return false
+	}
+}
+
+// ClosesGate reports whether moving a pod in place closes its readiness
+// gate around the patch (gate False, patch, gate True: three requests)
+// rather than sending the patch alone (one): only a pod that has the gate
+// (gated: none can be added to a running pod), then under Always, and
+// under IfServed when some EndpointSlice lists the pod (listed): a gate
+// protects the traffic Services send, and a pod no slice lists gets none.
+// Under Never, a pod that has the gate from before is patched alone.
+func (s *Strategy) ClosesGate(gated, listed bool) bool {
+	if !gated {
+		return false
+	}
+	switch s.GatePolicy {
+	case everynodev1alpha1.InPlaceGateAlways:
+		return true
+	case everynodev1alpha1.InPlaceGateIfServed:
+		return listed
+	default:
+		return false
+	}
+}
+
+// GateNeedsListing reports whether ClosesGate reads listed: only under
+// IfServed, so that the controller looks the pod up in the EndpointSlice
+// index only then.
+func (s *Strategy) GateNeedsListing() bool {
+	return s.GatePolicy == everynodev1alpha1.InPlaceGateIfServed
+}
+
+// GateNeedsService reports whether GatesNewPod reads served: only for a set
+// that updates in place under IfServed.
+func (s *Strategy) GateNeedsService() bool {
+	return s.InPlace() && s.GatePolicy == everynodev1alpha1.InPlaceGateIfServed
 }
 
 // WithInPlaceGate adds the in-place readiness gate to pod, once.

@@ -402,3 +402,74 @@ func BenchmarkParseInPlaceUpdate(b *testing.B) {
 		})
 	}
 }
+
+// TestInPlaceGateDecisions is which pods carry the in-place readiness gate
+// and which in-place updates close it, for each way a set can say so:
+// inPlaceGatePolicy, the deprecated inPlaceReadinessGate, neither.
+func TestInPlaceGateDecisions(t *testing.T) {
+	const (
+		always, never, ifServed = everynodev1alpha1.InPlaceGateAlways, everynodev1alpha1.InPlaceGateNever, everynodev1alpha1.InPlaceGateIfServed
+	)
+	// gates: what GatesNewPod says for served false, true; closes: what
+	// ClosesGate says for (gated, listed) = (no, no), (no, yes), (yes, no),
+	// (yes, yes).
+	type want struct {
+		policy everynodev1alpha1.InPlaceGatePolicy
+		gates  [2]bool
+		closes [4]bool
+	}
+	var (
+		wantAlways   = want{always, [2]bool{true, true}, [4]bool{false, false, true, true}}
+		wantNever    = want{never, [2]bool{false, false}, [4]bool{false, false, false, false}}
+		wantIfServed = want{ifServed, [2]bool{false, true}, [4]bool{false, false, false, true}}
+	)
+	tests := map[string]struct {
+		policy   everynodev1alpha1.InPlaceGatePolicy
+		gate     *bool
+		recreate bool
+		want     want
+	}{
+		"neither field: Always":             {want: wantAlways},
+		"inPlaceReadinessGate true: Always": {gate: ptr.To(true), want: wantAlways},
+		"inPlaceReadinessGate false: Never": {gate: ptr.To(false), want: wantNever},
+		"Always":                            {policy: always, want: wantAlways},
+		"Never":                             {policy: never, want: wantNever},
+		"IfServed":                          {policy: ifServed, want: wantIfServed},
+		"IfServed over a disagreeing inPlaceReadinessGate": {policy: ifServed, gate: ptr.To(true), want: wantIfServed},
+		"Never with agreeing inPlaceReadinessGate":         {policy: never, gate: ptr.To(false), want: wantNever},
+		// A set that recreates gives new pods no gate; what an in-place
+		// update would do reads the policy all the same.
+		"Always, Recreate": {policy: always, recreate: true, want: want{always, [2]bool{false, false}, wantAlways.closes}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ds := &everynodev1alpha1.DaemonSet{}
+			ds.Spec.UpdateStrategy.RollingUpdate = &everynodev1alpha1.RollingUpdateDaemonSet{
+				PodUpdatePolicy: everynodev1alpha1.PodUpdateInPlaceIfPossible, InPlaceGatePolicy: tc.policy, InPlaceReadinessGate: tc.gate,
+			}
+			if tc.recreate {
+				ds.Spec.UpdateStrategy.RollingUpdate.PodUpdatePolicy = everynodev1alpha1.PodUpdateRecreate
+			}
+			s := UpdateStrategy(ds)
+			if s.GatePolicy != tc.want.policy {
+				t.Errorf("GatePolicy %q, want %q", s.GatePolicy, tc.want.policy)
+			}
+			for i, served := range []bool{false, true} {
+				if got := s.GatesNewPod(served); got != tc.want.gates[i] {
+					t.Errorf("GatesNewPod(served=%v) = %v, want %v", served, got, tc.want.gates[i])
+				}
+			}
+			for i, c := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+				if got := s.ClosesGate(c[0], c[1]); got != tc.want.closes[i] {
+					t.Errorf("ClosesGate(gated=%v, listed=%v) = %v, want %v", c[0], c[1], got, tc.want.closes[i])
+				}
+			}
+			if got, want := s.GateNeedsListing(), tc.want.policy == ifServed; got != want {
+				t.Errorf("GateNeedsListing() = %v, want %v", got, want)
+			}
+			if got, want := s.GateNeedsService(), tc.want.policy == ifServed && !tc.recreate; got != want {
+				t.Errorf("GateNeedsService() = %v, want %v", got, want)
+			}
+		})
+	}
+}

@@ -85,6 +85,10 @@ func unstampedPod(ds *everynodev1alpha1.DaemonSet, hash string) *corev1.Pod {
 // An override that changes what decides eligibility (OverrideChanges) is
 // an error: the node was chosen from the template's. Validation refuses
 // such an override; where no webhook runs, this refuses the pod.
+//
+// The in-place readiness gate is the controller's to add
+// (Strategy.GatesNewPod): under IfServed it depends on the Services of
+// the namespace.
 func NewPodFor(ds *everynodev1alpha1.DaemonSet, node *corev1.Node, nodeName, hash, schedulerName string) (*corev1.Pod, error) {
 	var pod *corev1.Pod
 	if len(ds.Spec.NodeOverrides) == 0 {
@@ -109,9 +113,6 @@ func NewPodFor(ds *everynodev1alpha1.DaemonSet, node *corev1.Node, nodeName, has
 		ApplySize(pod, SizeOf(ds.Spec.NodeSizing, node))
 	}
 	WithSchedulerName(pod, schedulerName)
-	if s := UpdateStrategy(ds); s.InPlaceGate() {
-		WithInPlaceGate(pod)
-	}
 	pod.Annotations[everynodev1alpha1.AnnotationMadeWhole] = everynodev1alpha1.AnnotationMadeWholeValue
 	return pod, nil
 }

@@ -28,6 +28,12 @@ const (
 	DefaultFailedPods           int32 = 1
 	DefaultMaxRestarts          int32 = 3
 	DefaultRestartWindowSeconds int32 = 600
+
+	// DefaultInPlaceGatePolicy is rollingUpdate.inPlaceGatePolicy's
+	// default: Always, what inPlaceReadinessGate's default true did.
+	// IfServed is not the default: a pod made before a Service selected it
+	// has no gate to close, and the EndpointSlice cache may lag a listing.
+	DefaultInPlaceGatePolicy = everynodev1alpha1.InPlaceGateAlways
 )
 
 // Strategy is a set's update strategy as the controller, the extender and
@@ -55,9 +61,11 @@ type Strategy struct {
 	ProgressDeadline time.Duration
 	// PodUpdate is rollingUpdate.podUpdatePolicy, Recreate when unset.
 	PodUpdate everynodev1alpha1.PodUpdatePolicy
-	// inPlaceGate is rollingUpdate.inPlaceReadinessGate, true when unset;
-	// read it with InPlaceGate.
-	inPlaceGate bool
+	// GatePolicy is rollingUpdate.inPlaceGatePolicy, else what the
+	// deprecated inPlaceReadinessGate says (true Always, false Never),
+	// else Always. It matters only with InPlace; read the decisions it
+	// makes with GatesNewPod and ClosesGate.
+	GatePolicy everynodev1alpha1.InPlaceGatePolicy
 }
 
 // FailurePolicy is rollingUpdate.onFailure with its defaults applied.
@@ -77,7 +85,7 @@ func UpdateStrategy(ds *everynodev1alpha1.DaemonSet) Strategy {
 		MaxSurge:         intstr.FromInt32(DefaultMaxSurge),
 		ProgressDeadline: seconds(ds.Spec.ProgressDeadlineSeconds, DefaultProgressDeadlineSeconds),
 		PodUpdate:        everynodev1alpha1.PodUpdateRecreate,
-		inPlaceGate:      true,
+		GatePolicy:       DefaultInPlaceGatePolicy,
 	}
 	if s.Type == "" {
 		s.Type = appsv1.RollingUpdateDaemonSetStrategyType
@@ -93,7 +101,7 @@ func UpdateStrategy(ds *everynodev1alpha1.DaemonSet) Strategy {
 		if ru.PodUpdatePolicy != "" {
 			s.PodUpdate = ru.PodUpdatePolicy
 		}
-		s.inPlaceGate = ptr.Deref(ru.InPlaceReadinessGate, true)
+		s.GatePolicy = inPlaceGatePolicy(ru)
 		if f := ru.OnFailure; f != nil {
 			s.OnFailure = &FailurePolicy{
 				Action:        f.Action,
@@ -107,6 +115,22 @@ func UpdateStrategy(ds *everynodev1alpha1.DaemonSet) Strategy {
 		}
 	}
 	return s
+}
+
+// inPlaceGatePolicy reads rollingUpdate's gate policy: the field, else
+// the deprecated boolean, else the default. Validation refuses the two
+// fields set to disagree; where it has not run, the newer field wins.
+func inPlaceGatePolicy(ru *everynodev1alpha1.RollingUpdateDaemonSet) everynodev1alpha1.InPlaceGatePolicy {
+	switch {
+	case ru.InPlaceGatePolicy != "":
+		return ru.InPlaceGatePolicy
+	case ru.InPlaceReadinessGate == nil:
+		return DefaultInPlaceGatePolicy
+	case *ru.InPlaceReadinessGate:
+		return everynodev1alpha1.InPlaceGateAlways
+	default:
+		return everynodev1alpha1.InPlaceGateNever
+	}
 }
 
 func seconds(v *int32, def int32) time.Duration {

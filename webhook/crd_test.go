@@ -467,6 +467,22 @@ func TestCRDRulesMatchTheWebhook(t *testing.T) {
 				ds.Spec.UpdateStrategy.RollingUpdate.MaxSurge = intOrStr("0%")
 			},
 		},
+		"inPlaceGatePolicy IfServed": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateIfServed, nil)
+			},
+		},
+		"inPlaceGatePolicy and inPlaceReadinessGate agree": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateNever, ptr.To(false))
+			},
+		},
+		"inPlaceGatePolicy and inPlaceReadinessGate disagree": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateIfServed, ptr.To(true))
+			},
+			want: []string{"spec.updateStrategy.rollingUpdate.inPlaceGatePolicy: disagrees with the deprecated inPlaceReadinessGate: true means Always; remove inPlaceReadinessGate"},
+		},
 		"surge only": {
 			change: func(ds *everynodev1alpha1.DaemonSet) {
 				ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = intOrStr("0")
@@ -621,12 +637,13 @@ func TestCRDRulesMatchTheWebhook(t *testing.T) {
 // webhook says "Unsupported value" (for the strategy, of the whole
 // strategy object).
 var apiServerWording = map[string]string{
-	"spec.selector: field is immutable":                                                               "spec.selector: Invalid value: field is immutable",
-	"spec.selector: empty selector is invalid for daemonset":                                          "spec.selector: Invalid value: empty selector is invalid for daemonset",
-	"spec.template.metadata.labels: `selector` does not match template `labels`":                      "spec.template.metadata.labels: Invalid value: `selector` does not match template `labels`",
-	"spec.progressDeadlineSeconds: must be greater than minReadySeconds":                              "spec.progressDeadlineSeconds: Invalid value: must be greater than minReadySeconds",
-	"spec.updateStrategy.rollingUpdate.maxSurge: may not be set when maxUnavailable is non-zero":      "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: may not be set when maxUnavailable is non-zero",
-	"spec.updateStrategy.rollingUpdate.maxSurge: must be 0 when podUpdatePolicy is InPlaceIfPossible": `spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: must be 0 when podUpdatePolicy is InPlaceIfPossible`,
-	`spec.updateStrategy: supported values: "RollingUpdate", "OnDelete"`:                              `spec.updateStrategy: Invalid value: supported values: "RollingUpdate", "OnDelete"`,
-	`spec.template.spec.restartPolicy: supported values: "Always"`:                                    `spec.template.spec.restartPolicy: Invalid value: "Never": supported values: "Always"`,
+	"spec.selector: field is immutable":                                                                                                                       "spec.selector: Invalid value: field is immutable",
+	"spec.selector: empty selector is invalid for daemonset":                                                                                                  "spec.selector: Invalid value: empty selector is invalid for daemonset",
+	"spec.template.metadata.labels: `selector` does not match template `labels`":                                                                              "spec.template.metadata.labels: Invalid value: `selector` does not match template `labels`",
+	"spec.progressDeadlineSeconds: must be greater than minReadySeconds":                                                                                      "spec.progressDeadlineSeconds: Invalid value: must be greater than minReadySeconds",
+	"spec.updateStrategy.rollingUpdate.maxSurge: may not be set when maxUnavailable is non-zero":                                                              "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: may not be set when maxUnavailable is non-zero",
+	"spec.updateStrategy.rollingUpdate.maxSurge: must be 0 when podUpdatePolicy is InPlaceIfPossible":                                                         `spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: must be 0 when podUpdatePolicy is InPlaceIfPossible`,
+	`spec.updateStrategy: supported values: "RollingUpdate", "OnDelete"`:                                                                                      `spec.updateStrategy: Invalid value: supported values: "RollingUpdate", "OnDelete"`,
+	"spec.updateStrategy.rollingUpdate.inPlaceGatePolicy: disagrees with the deprecated inPlaceReadinessGate: true means Always; remove inPlaceReadinessGate": "spec.updateStrategy.rollingUpdate.inPlaceGatePolicy: Invalid value: disagrees with the deprecated inPlaceReadinessGate: true means Always; remove inPlaceReadinessGate",
+	`spec.template.spec.restartPolicy: supported values: "Always"`:                                                                                            `spec.template.spec.restartPolicy: Invalid value: "Never": supported values: "Always"`,
 }

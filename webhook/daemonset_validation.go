@@ -147,6 +147,8 @@ func validateRollingUpdate(ru *everynodev1alpha1.RollingUpdateDaemonSet, fldPath
 			[]everynodev1alpha1.PodUpdatePolicy{everynodev1alpha1.PodUpdateRecreate, everynodev1alpha1.PodUpdateInPlaceIfPossible}))
 	}
 
+	errs = append(errs, validateInPlaceGatePolicy(ru, fldPath)...)
+
 	if ru.Partition != nil {
 		errs = append(errs, validatePositiveIntOrPercent(*ru.Partition, fldPath.Child("partition"))...)
 		errs = append(errs, isNotMoreThan100Percent(*ru.Partition, fldPath.Child("partition"))...)
@@ -156,6 +158,34 @@ func validateRollingUpdate(ru *everynodev1alpha1.RollingUpdateDaemonSet, fldPath
 		errs = append(errs, validateOnFailure(ru.OnFailure, fldPath.Child("onFailure"))...)
 	}
 	return errs
+}
+
+// validateInPlaceGatePolicy checks inPlaceGatePolicy and that it agrees
+// with the deprecated inPlaceReadinessGate when both are set: true is
+// Always, false is Never. The message names the field to remove, the old
+// one, as the CRD's rule words it.
+func validateInPlaceGatePolicy(ru *everynodev1alpha1.RollingUpdateDaemonSet, fldPath *field.Path) field.ErrorList {
+	p := fldPath.Child("inPlaceGatePolicy")
+	switch ru.InPlaceGatePolicy {
+	case "":
+		return nil
+	case everynodev1alpha1.InPlaceGateAlways, everynodev1alpha1.InPlaceGateNever, everynodev1alpha1.InPlaceGateIfServed:
+	default:
+		return field.ErrorList{field.NotSupported(p, ru.InPlaceGatePolicy,
+			[]everynodev1alpha1.InPlaceGatePolicy{everynodev1alpha1.InPlaceGateAlways, everynodev1alpha1.InPlaceGateNever, everynodev1alpha1.InPlaceGateIfServed})}
+	}
+	if ru.InPlaceReadinessGate == nil {
+		return nil
+	}
+	old := everynodev1alpha1.InPlaceGateNever
+	if *ru.InPlaceReadinessGate {
+		old = everynodev1alpha1.InPlaceGateAlways
+	}
+	if ru.InPlaceGatePolicy == old {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(p, ru.InPlaceGatePolicy,
+		fmt.Sprintf("disagrees with the deprecated inPlaceReadinessGate: %t means %s; remove inPlaceReadinessGate", *ru.InPlaceReadinessGate, old))}
 }
 
 func validateOnFailure(f *everynodev1alpha1.RolloutFailurePolicy, fldPath *field.Path) field.ErrorList {

@@ -90,6 +90,42 @@ func TestValidateDaemonSet(t *testing.T) {
 				invalid + "spec.updateStrategy.rollingUpdate.onFailure.restartWindowSeconds",
 			},
 		},
+		"inPlaceGatePolicy IfServed": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateIfServed, nil)
+			},
+		},
+		"inPlaceGatePolicy agrees with inPlaceReadinessGate true": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateAlways, ptr.To(true))
+			},
+		},
+		"inPlaceGatePolicy agrees with inPlaceReadinessGate false": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateNever, ptr.To(false))
+			},
+		},
+		"inPlaceReadinessGate alone": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { inPlaceGate(ds, "", ptr.To(false)) },
+		},
+		"inPlaceGatePolicy IfServed with inPlaceReadinessGate true": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateIfServed, ptr.To(true))
+			},
+			want:     []string{invalid + "spec.updateStrategy.rollingUpdate.inPlaceGatePolicy"},
+			wantText: "disagrees with the deprecated inPlaceReadinessGate: true means Always; remove inPlaceReadinessGate",
+		},
+		"inPlaceGatePolicy Always with inPlaceReadinessGate false": {
+			change: func(ds *everynodev1alpha1.DaemonSet) {
+				inPlaceGate(ds, everynodev1alpha1.InPlaceGateAlways, ptr.To(false))
+			},
+			want:     []string{invalid + "spec.updateStrategy.rollingUpdate.inPlaceGatePolicy"},
+			wantText: "false means Never",
+		},
+		"inPlaceGatePolicy unknown": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { inPlaceGate(ds, "Sometimes", ptr.To(true)) },
+			want:   []string{notSupported + "spec.updateStrategy.rollingUpdate.inPlaceGatePolicy"},
+		},
 		"selector required": {
 			change: func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Selector = nil },
 			want:   []string{required + "spec.selector"},
@@ -336,6 +372,14 @@ func TestValidateDaemonSet(t *testing.T) {
 	}
 }
 
+// inPlaceGate makes ds update in place with the given gate policy and
+// deprecated gate field ("" and nil leave them unset).
+func inPlaceGate(ds *everynodev1alpha1.DaemonSet, policy everynodev1alpha1.InPlaceGatePolicy, gate *bool) {
+	ru := ds.Spec.UpdateStrategy.RollingUpdate
+	ru.PodUpdatePolicy = everynodev1alpha1.PodUpdateInPlaceIfPossible
+	ru.InPlaceGatePolicy, ru.InPlaceReadinessGate = policy, gate
+}
+
 func override(selector, patch string) everynodev1alpha1.NodeOverride {
 	o := everynodev1alpha1.NodeOverride{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{}}}
 	if selector != "" {
@@ -464,6 +508,13 @@ func TestDaemonSetWarnings(t *testing.T) {
 				ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = intOrStr("100%")
 			},
 			want: []string{"spec.updateStrategy.rollingUpdate.maxUnavailable: 100%"},
+		},
+		"inPlaceReadinessGate": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { inPlaceGate(ds, "", ptr.To(false)) },
+			want:   []string{"spec.updateStrategy.rollingUpdate.inPlaceReadinessGate: deprecated; use inPlaceGatePolicy: Never"},
+		},
+		"inPlaceGatePolicy has none": {
+			change: func(ds *everynodev1alpha1.DaemonSet) { inPlaceGate(ds, everynodev1alpha1.InPlaceGateIfServed, nil) },
 		},
 		"partition 100%": {
 			change: func(ds *everynodev1alpha1.DaemonSet) {

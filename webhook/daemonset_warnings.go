@@ -46,6 +46,13 @@ func daemonSetWarnings(ds *everynodev1alpha1.DaemonSet) []string {
 			warnings = append(warnings, fmt.Sprintf("%s: an empty selector matches every node, so it limits nothing", ruPath.Child("nodeSelector")))
 		}
 	}
+	if ru := spec.UpdateStrategy.RollingUpdate; ru != nil && ru.InPlaceReadinessGate != nil {
+		policy := everynodev1alpha1.InPlaceGateNever
+		if *ru.InPlaceReadinessGate {
+			policy = everynodev1alpha1.InPlaceGateAlways
+		}
+		warnings = append(warnings, fmt.Sprintf("%s: deprecated; use inPlaceGatePolicy: %s", ruPath.Child("inPlaceReadinessGate"), policy))
+	}
 	// maxUnavailable and maxSurge are left out: a set switched from
 	// RollingUpdate keeps their defaults, as an apps/v1 DaemonSet does.
 	if strategy.Type == appsv1.OnDeleteDaemonSetStrategyType && (strategy.Partition != nil || strategy.NodeSelector != nil || strategy.Paused) {

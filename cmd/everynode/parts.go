@@ -71,6 +71,13 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 		Nodes:                    nodeInformer,
 		Revisions:                revisionInformer,
 	}
+	// Which pods receive traffic, for inPlaceGatePolicy IfServed: every
+	// EndpointSlice and Service of the cluster, trimmed to what that
+	// reads (trimForCache).
+	base.EndpointSlices = cfg.kubeFactory.Discovery().V1().EndpointSlices()
+	base.EndpointSlices.Informer()
+	base.Services = cfg.kubeFactory.Core().V1().Services()
+	base.Services.Informer()
 	if cfg.appsPodFactory != nil {
 		base.StartAfterSets = cfg.kubeFactory.Apps().V1().DaemonSets()
 		base.StartAfterSets.Informer()

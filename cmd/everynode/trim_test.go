@@ -4,8 +4,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
@@ -43,6 +46,33 @@ func TestTrimForCache(t *testing.T) {
 	ds := &everynodev1alpha1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "d", ManagedFields: managed}}
 	if out, _ := trimForCache(ds); out.(*everynodev1alpha1.DaemonSet).ManagedFields != nil {
 		t.Errorf("set keeps managedFields")
+	}
+	// EndpointSlices keep which pods they list, Services their selector.
+	podRef := &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "p", UID: "u"}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "s", Namespace: "ns", Labels: map[string]string{discoveryv1.LabelServiceName: "svc"}, ManagedFields: managed},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, TargetRef: podRef, NodeName: ptr.To("n")}},
+		Ports:       []discoveryv1.EndpointPort{{Port: ptr.To[int32](80)}},
+	}
+	wantSlice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "s", Namespace: "ns"},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{TargetRef: podRef}},
+	}
+	if out, _ := trimForCache(slice); !equality.Semantic.DeepEqual(out, wantSlice) {
+		t.Errorf("slice trimmed to %+v, want %+v", out, wantSlice)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "ns", Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "a"}, ClusterIP: "10.96.0.1", Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	wantSvc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "ns"},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "a"}},
+	}
+	if out, _ := trimForCache(svc); !equality.Semantic.DeepEqual(out, wantSvc) {
+		t.Errorf("service trimmed to %+v, want %+v", out, wantSvc)
 	}
 	// A tombstone or anything without metadata passes through.
 	if out, err := trimForCache("not an object"); err != nil || out != "not an object" {

@@ -14,12 +14,17 @@ import (
 // InPlaceRule says whether a pod of an old revision can be moved to the
 // update revision in place. It decodes each old revision at most once per
 // sync, and only for sets that update in place.
+//
+// Whether the pod has the in-place readiness gate does not matter. One
+// without it (made before the set updated in place, or under a policy
+// that gave it none) is patched without one: it counts as unavailable
+// until its new containers are ready, as under Never; recreating it to
+// get the gate would undo what the user asked for, an update in place,
+// for every pod of a set switched to InPlaceIfPossible in the same edit
+// as its images. One with a gate the policy does not close is patched
+// with the gate left as it is (Strategy.ClosesGate).
 type InPlaceRule struct {
 	ds *everynodev1alpha1.DaemonSet
-	// gate is whether the set's pods carry the in-place readiness gate: a
-	// pod that does not match it is recreated, so that it gets it (or
-	// loses it).
-	gate bool
 	// revs are the set's old revisions by hash; verdicts the answers so far.
 	revs     map[string]*appsv1.ControllerRevision
 	verdicts map[string]bool
@@ -31,19 +36,19 @@ func NewInPlaceRule(v *View) *InPlaceRule {
 	if !v.Strategy.InPlace() {
 		return nil
 	}
-	r := &InPlaceRule{ds: v.DS, gate: v.Strategy.InPlaceGate(), revs: make(map[string]*appsv1.ControllerRevision, len(v.Old)), verdicts: map[string]bool{}}
+	r := &InPlaceRule{ds: v.DS, revs: make(map[string]*appsv1.ControllerRevision, len(v.Old)), verdicts: map[string]bool{}}
 	for _, rev := range v.Old {
 		r.revs[rev.Labels[revision.HashLabel]] = rev
 	}
 	return r
 }
 
-// allows reports whether pod can be updated in place: it is on a node, its
-// gate matches the set's, and its revision differs from the update
-// revision in images only. A pod of a revision no longer kept (history
-// limit) is recreated: there is nothing to compare it with.
+// allows reports whether pod can be updated in place: it is on a node and
+// its revision differs from the update revision in images only. A pod of
+// a revision no longer kept (history limit) is recreated: there is
+// nothing to compare it with.
 func (r *InPlaceRule) allows(ctx context.Context, pod *DaemonPod) bool {
-	if r == nil || pod.Spec.NodeName == "" || pod.Gated != r.gate {
+	if r == nil || pod.Spec.NodeName == "" {
 		return false
 	}
 	ok, seen := r.verdicts[pod.Hash]
@@ -103,6 +108,34 @@ func PlanGateOpenings(v *View) []*DaemonPod {
 			if p.updated(v.Hash) || v.holdOf(st) != holdNone {
 				out = append(out, p)
 			}
+		}
+	}
+	return out
+}
+
+// PlanGateClosings returns the pods whose in-place gate the controller
+// should close although their patch has gone out: pods updating in place
+// (their new containers not all ready yet), gate open, that the gate
+// policy closes the gate of now (Strategy.ClosesGate). Under IfServed
+// that is a pod patched while no EndpointSlice listed it that one lists
+// now (listed reads the slices; it is called only under IfServed and only
+// for these pods). The gate cannot stop what the patch started, and
+// traffic may have reached containers the kubelet stopped before the
+// controller saw the slice; closed now, it takes the pod out of the
+// endpoints before the kubelet would (a stopped container turns not ready
+// only once it has stopped, one not yet stopped not at all), and keeps it
+// out until its new containers are ready: PlanGateOpenings opens it then.
+func PlanGateClosings(v *View, listed func(*corev1.Pod) bool) []*DaemonPod {
+	if v.Gated == 0 || !v.Strategy.InPlace() {
+		return nil
+	}
+	var out []*DaemonPod
+	for _, p := range v.Pods {
+		if !p.Gated || !p.gateIsOpen || p.deleting || p.InPlace == nil || p.inPlaceDone {
+			continue
+		}
+		if v.Strategy.ClosesGate(true, v.Strategy.GateNeedsListing() && listed(p.Pod)) {
+			out = append(out, p)
 		}
 	}
 	return out

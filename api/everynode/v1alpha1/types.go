@@ -228,6 +228,7 @@ type DaemonSetUpdateStrategy struct {
 // +kubebuilder:validation:XValidation:rule="!((has(self.maxUnavailable) && (type(self.maxUnavailable) == int ? self.maxUnavailable != 0 : self.maxUnavailable.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$'))) && (has(self.maxSurge) && (type(self.maxSurge) == int ? self.maxSurge != 0 : self.maxSurge.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$'))))",message="may not be set when maxUnavailable is non-zero",fieldPath=".maxSurge"
 // +kubebuilder:validation:XValidation:rule="(has(self.maxUnavailable) && (type(self.maxUnavailable) == int ? self.maxUnavailable != 0 : self.maxUnavailable.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$'))) || (has(self.maxSurge) && (type(self.maxSurge) == int ? self.maxSurge != 0 : self.maxSurge.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$')))",message="cannot be 0 when maxSurge is 0",fieldPath=".maxUnavailable",reason="FieldValueRequired"
 // +kubebuilder:validation:XValidation:rule="!has(self.podUpdatePolicy) || self.podUpdatePolicy != 'InPlaceIfPossible' || !has(self.maxSurge) || !(type(self.maxSurge) == int ? self.maxSurge != 0 : self.maxSurge.matches('^([+-]?[0-9]*[1-9][0-9]*|[0-9]*[1-9][0-9]*%)$'))",message="must be 0 when podUpdatePolicy is InPlaceIfPossible",fieldPath=".maxSurge"
+// +kubebuilder:validation:XValidation:rule="!has(self.inPlaceGatePolicy) || !has(self.inPlaceReadinessGate) || self.inPlaceGatePolicy == (self.inPlaceReadinessGate ? 'Always' : 'Never')",messageExpression="'disagrees with the deprecated inPlaceReadinessGate: ' + (self.inPlaceReadinessGate ? 'true' : 'false') + ' means ' + (self.inPlaceReadinessGate ? 'Always' : 'Never') + '; remove inPlaceReadinessGate'",fieldPath=".inPlaceGatePolicy"
 type RollingUpdateDaemonSet struct {
 	// The maximum number of DaemonSet pods that can be unavailable during the
 	// update. Value can be an absolute number (ex: 5) or a percentage of total
@@ -287,16 +288,50 @@ type RollingUpdateDaemonSet struct {
 	// +kubebuilder:validation:Enum=Recreate;InPlaceIfPossible
 	PodUpdatePolicy PodUpdatePolicy `json:"podUpdatePolicy,omitempty"`
 
-	// InPlaceReadinessGate, with InPlaceIfPossible, gives the set's pods a
-	// readiness gate of condition type everynode.io/in-place-update-ready,
-	// which the controller sets False before it patches a pod's images and
-	// True once the new containers run and are ready. So the pod leaves
-	// Service endpoints before its containers are stopped, not after. It
-	// costs two pod status writes per updated pod, and one per created pod
-	// (no kubelet sets a gate's condition). Default true; false updates with
-	// one request per pod, and the controller still counts the pod
-	// unavailable until its new containers are ready. A pod whose gate does
-	// not match this field is recreated, not updated in place.
+	// InPlaceGatePolicy says, with InPlaceIfPossible, which of the set's
+	// pods carry the readiness gate of condition type
+	// everynode.io/in-place-update-ready and which in-place updates close
+	// it. The controller sets the condition False before it patches a
+	// pod's images and True once the new containers run and are ready, so
+	// the pod leaves Service endpoints before its containers stop, not
+	// after. Each of these writes is a request of its own, beside the
+	// patch; and a pod created with the gate costs one more (no kubelet
+	// sets a gate's condition).
+	//
+	//   - Always (the default): every new pod gets the gate, and every
+	//     update closes it: gate False, patch, gate True, three requests
+	//     per pod.
+	//   - Never: no new pod gets the gate; an update is the patch alone,
+	//     one request per pod.
+	//   - IfServed: the gate only where it protects traffic. A new pod gets
+	//     it when a Service of its namespace selects its labels as the pod
+	//     is made. An update closes it only on a pod that some EndpointSlice
+	//     lists (an endpoint whose targetRef is the pod, ready or not); any
+	//     other pod gets the patch alone, one request, and its gate
+	//     condition stays True, not written again (the pod still counts as
+	//     unavailable until its new containers are ready). If an
+	//     EndpointSlice lists the pod after its patch went out, while its
+	//     new containers are not ready yet, the controller closes the gate
+	//     when it sees the slice and opens it once they are; a container
+	//     the kubelet stopped before that may have had traffic.
+	//
+	// A running pod's gates cannot change. A pod without the gate (made
+	// before the set updated in place, under Never, or under IfServed
+	// before a Service selected it) is updated in place without one: it
+	// counts as unavailable until its new containers are ready, but
+	// Services send it traffic until the kubelet reports them not ready. A
+	// pod with the gate under Never is updated in place too, its gate not
+	// closed. Pods get the gate, or lose it, when they are next recreated.
+	//
+	// Unset, the deprecated inPlaceReadinessGate decides: true is Always,
+	// false is Never; neither set is Always.
+	// +optional
+	// +kubebuilder:validation:Enum=Always;Never;IfServed
+	InPlaceGatePolicy InPlaceGatePolicy `json:"inPlaceGatePolicy,omitempty"`
+
+	// InPlaceReadinessGate is the older form of inPlaceGatePolicy: true is
+	// Always, false is Never. Deprecated: use inPlaceGatePolicy. Setting
+	// both is refused unless they agree.
 	// +optional
 	InPlaceReadinessGate *bool `json:"inPlaceReadinessGate,omitempty"`
 
@@ -317,6 +352,21 @@ const (
 	// PodUpdateInPlaceIfPossible patches the pod's container images when
 	// nothing else changed, and recreates it otherwise.
 	PodUpdateInPlaceIfPossible PodUpdatePolicy = "InPlaceIfPossible"
+)
+
+// InPlaceGatePolicy is which pods of a set that updates in place carry the
+// in-place readiness gate, and which updates close it.
+type InPlaceGatePolicy string
+
+const (
+	// InPlaceGateAlways gives every new pod the gate and closes it for
+	// every in-place update.
+	InPlaceGateAlways InPlaceGatePolicy = "Always"
+	// InPlaceGateNever gives no new pod the gate and closes no gate.
+	InPlaceGateNever InPlaceGatePolicy = "Never"
+	// InPlaceGateIfServed gives a new pod the gate when a Service selects
+	// it, and closes the gate only of a pod an EndpointSlice lists.
+	InPlaceGateIfServed InPlaceGatePolicy = "IfServed"
 )
 
 // RolloutFailureAction is what a rollout does when its updated pods fail.

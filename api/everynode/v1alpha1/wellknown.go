@@ -69,10 +69,11 @@ const (
 	AnnotationResumeRevision = "everynode.io/resume-revision"
 
 	// ConditionInPlaceUpdateReady is the pod condition behind the readiness
-	// gate of sets that update in place (rollingUpdate.inPlaceReadinessGate):
+	// gate of sets that update in place (rollingUpdate.inPlaceGatePolicy):
 	// the controller sets it True on a new pod, False before it patches the
-	// pod's images, and True again once the new containers run and are
-	// ready. Only the controller writes it.
+	// pod's images (for the pods the policy closes it on), and True again
+	// once the new containers run and are ready. Only the controller
+	// writes it.
 	ConditionInPlaceUpdateReady = "everynode.io/in-place-update-ready"
 
 	// AnnotationInPlaceUpdate on a pod records its last in-place update, in
