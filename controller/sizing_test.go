@@ -351,3 +351,30 @@ func TestInvalidResizeRecreatesForbiddenDoesNot(t *testing.T) {
 		})
 	}
 }
+
+// A pod whose running container reports no resources runs under a kubelet
+// that cannot resize (kube-apiserver refuses the resize): it is recreated
+// at its node's size rather than sent a resize that must fail.
+func TestKubeletWithoutResizeRecreates(t *testing.T) {
+	f := newFixture(t)
+	addSizedNodes(f, 2)
+	ds := sizedSet("agent")
+	f.add(ds)
+	f.runRollout(ds)
+	p := f.livePodsOn("node-0")[0]
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	p.ResourceVersion = fmt.Sprint(f.podSeq.Add(1))
+	f.update(p)
+	f.changeNode("node-0", func(n *corev1.Node) { n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("8") })
+	f.syncCaches()
+	f.mustSync(ds)
+	if got := f.podResizes(); len(got) > 0 {
+		t.Errorf("resized %v: the API would refuse it", got)
+	}
+	if got := f.podDeletes(); !reflect.DeepEqual(got, []string{p.Name}) {
+		t.Errorf("deleted %v, want %s", got, p.Name)
+	}
+	if !hasEvent(f.events(), "Normal RecreatingForSize Recreating pod "+p.Name+" on node node-0 for its size: its kubelet reports no resources") {
+		t.Errorf("events %v", f.events())
+	}
+}

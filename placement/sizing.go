@@ -280,6 +280,21 @@ func ResizeNeed(pod *corev1.Pod, size NodeSize) Need {
 	return need
 }
 
+// ResizeSupported mirrors kube-apiserver's check before it takes a
+// resize (isPodResizeRequestSupported): a pod whose running containers'
+// statuses report no resources runs under a kubelet that cannot resize,
+// and the API refuses the resize ("Pod running on node without support
+// for resize"). Every kubelet that resizes reports them from its first
+// status on. A pod with no running container may be resized.
+func ResizeSupported(pod *corev1.Pod) bool {
+	for i := range pod.Status.ContainerStatuses {
+		if st := &pod.Status.ContainerStatuses[i]; st.State.Running != nil {
+			return st.Resources != nil
+		}
+	}
+	return true
+}
+
 // ResizePatch is the strategic merge patch for the pods/resize
 // subresource that gives pod's containers their sizes: only the cpu and
 // memory the rule sizes, containers (and sidecars, in initContainers)

@@ -285,3 +285,20 @@ func TestLimitsNeverBelowRequests(t *testing.T) {
 		}
 	}
 }
+
+func TestResizeSupported(t *testing.T) {
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	for name, tc := range map[string]struct {
+		statuses []corev1.ContainerStatus
+		want     bool
+	}{
+		"no status yet":               {nil, true},
+		"running, resources reported": {[]corev1.ContainerStatus{{State: running, Resources: &corev1.ResourceRequirements{}}}, true},
+		"running, no resources":       {[]corev1.ContainerStatus{{State: running}}, false},
+		"waiting, no resources":       {[]corev1.ContainerStatus{{}}, true},
+	} {
+		if got := ResizeSupported(&corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: tc.statuses}}); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+}

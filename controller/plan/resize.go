@@ -126,6 +126,11 @@ func PlanResize(v *View, budget int) ResizePlan {
 				p.Status.Sized++
 			case skipped || !fits:
 				p.Status.Waiting++
+			case need == placement.NeedResize && !placement.ResizeSupported(pod.Pod):
+				p.Status.Waiting++
+				if pod.updated(v.Hash) {
+					toRecreate = append(toRecreate, Recreate{Pod: pod, Why: "its kubelet reports no resources, so the API refuses to resize it (a kubelet without in-place resize)"})
+				}
 			case need == placement.NeedResize:
 				p.Status.Waiting++
 				toResize = append(toResize, Resize{Pod: pod, Size: size})
