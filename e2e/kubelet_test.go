@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -336,5 +337,75 @@ func TestKubeletReadinessGate(t *testing.T) {
 			p := getPod(t, ns, "gated")
 			return podCondition(p, corev1.PodReady) == status && podCondition(p, corev1.ContainersReady) == corev1.ConditionTrue, describePod(p), nil
 		})
+	}
+}
+
+// A resize (pods/resize) of a running container is actuated as a kubelet
+// does it: the container keeps running (same container ID, no restart),
+// and its status reports the new cpu and memory; a container whose image
+// tag starts with resize-infeasible refuses it (PodResizePending
+// Infeasible). A new pod's status reports its resources, as a kubelet's
+// does: kube-apiserver refuses to resize a pod without them.
+func TestKubeletResize(t *testing.T) {
+	ns := newNamespace(t)
+	node := kubeletNode(t)
+	for _, tc := range []struct {
+		name, image string
+		refuse      bool
+	}{
+		{"resized", "registry.example/app:v1", false},
+		{"refused", "registry.example/app:resize-infeasible", true},
+	} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: tc.image, Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+			}}}},
+		}
+		if _, err := kube.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The kubelet reports a running container's resources (without
+		// them kube-apiserver refuses a resize).
+		eventually(t, 30*time.Second, tc.name+" Running and Ready, its resources reported", func() (bool, string, error) {
+			p := getPod(t, ns, tc.name)
+			st := containerStatus(p, "app")
+			if !isRunningReady(p) || st == nil || st.Resources == nil {
+				return false, describePod(p), nil
+			}
+			cpu, mem := st.Resources.Requests[corev1.ResourceCPU], st.Resources.Limits[corev1.ResourceMemory]
+			return cpu.String() == "100m" && mem.String() == "128Mi", fmt.Sprintf("status cpu %s, memory limit %s", cpu.String(), mem.String()), nil
+		})
+		before := getPod(t, ns, tc.name)
+		patch := []byte(`{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"250m"},"limits":{"memory":"256Mi"}}}]}}`)
+		if _, err := kube.CoreV1().Pods(ns).Patch(ctx(t), tc.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize"); err != nil {
+			t.Fatalf("%s: resize: %v", tc.name, err)
+		}
+		eventually(t, 30*time.Second, tc.name+" resize answered", func() (bool, string, error) {
+			p := getPod(t, ns, tc.name)
+			if tc.refuse {
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodResizePending && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonInfeasible {
+						return true, "", nil
+					}
+				}
+				return false, describePod(p), nil
+			}
+			st := containerStatus(p, "app")
+			if st == nil || st.Resources == nil {
+				return false, "no resources in the status yet", nil
+			}
+			cpu, mem := st.Resources.Requests[corev1.ResourceCPU], st.Resources.Limits[corev1.ResourceMemory]
+			return cpu.String() == "250m" && mem.String() == "256Mi", fmt.Sprintf("status cpu %s, memory limit %s", cpu.String(), mem.String()), nil
+		})
+		after := getPod(t, ns, tc.name)
+		b, a := containerStatus(before, "app"), containerStatus(after, "app")
+		if a.ContainerID != b.ContainerID || a.RestartCount != b.RestartCount || !isRunningReady(after) {
+			t.Errorf("%s: container %s (restarts %d) became %s (restarts %d), ready %v: a resize restarts nothing", tc.name, b.ContainerID, b.RestartCount, a.ContainerID, a.RestartCount, isRunningReady(after))
+		}
+		if cpu := a.Resources.Requests[corev1.ResourceCPU]; tc.refuse && cpu.String() != "100m" {
+			t.Errorf("%s: a refused resize reports cpu %s, want the old 100m", tc.name, cpu.String())
+		}
 	}
 }
