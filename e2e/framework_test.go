@@ -154,6 +154,15 @@ func createNodes(t *testing.T, prefix string, n int, labels map[string]string, t
 
 func createNode(t *testing.T, name string, labels map[string]string, taints ...corev1.Taint) {
 	t.Helper()
+	createNodeOfSize(t, name, labels, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi")}, taints...)
+}
+
+// createNodeOfSize is createNode with the cpu and memory the node has
+// (capacity and allocatable alike; 110 pods).
+func createNodeOfSize(t *testing.T, name string, labels map[string]string, size corev1.ResourceList, taints ...corev1.Taint) {
+	t.Helper()
+	alloc := size.DeepCopy()
+	alloc[corev1.ResourcePods] = resource.MustParse("110")
 	l := map[string]string{"type": "kwok", corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64"}
 	for k, v := range labels {
 		l[k] = v
@@ -166,8 +175,8 @@ func createNode(t *testing.T, name string, labels map[string]string, taints ...c
 		},
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{
-			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")},
-			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")},
+			Allocatable: alloc,
+			Capacity:    alloc.DeepCopy(),
 		},
 	}
 	if _, err := kube.CoreV1().Nodes().Create(ctx(t), node, metav1.CreateOptions{}); err != nil {
