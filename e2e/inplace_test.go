@@ -6,10 +6,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -245,6 +247,115 @@ func TestInPlaceUpdate(t *testing.T) {
 	for _, p := range daemonPods(t, ns, "agent") {
 		if len(p.Spec.ReadinessGates) != 0 {
 			t.Errorf("pod %s recreated under gate policy Never has readiness gates %v", p.Name, p.Spec.ReadinessGates)
+		}
+	}
+}
+
+// inPlaceGatePolicy IfServed, with a Service that selects the pods of two
+// of four nodes (a node override labels them): only those get the gate
+// when made, and an image update closes the gate of only those (gate
+// False before the image changes, True after); the other two are patched
+// with no gate write at all. Every pod keeps its UID.
+func TestInPlaceIfServed(t *testing.T) {
+	ns := newNamespace(t)
+	scenario := "ifserved-" + randSuffix()
+	sel := map[string]string{scenarioLabel: scenario}
+	served := createNodes(t, "served", 2, map[string]string{scenarioLabel: scenario, "served": "yes"})
+	unserved := createNodes(t, "unserved", 2, sel)
+	nodes := append(append([]string(nil), served...), unserved...)
+
+	_, err := kube.CoreV1().Services(ns).Create(ctx(t), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "agent", "served": "yes"},
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := simpleSet(ns, "agent", sel)
+	ds.Spec.NodeOverrides = []everynodev1alpha1.NodeOverride{{
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"served": "yes"}},
+		Patch:        runtime.RawExtension{Raw: []byte(`{"metadata":{"labels":{"served":"yes"}}}`)},
+	}}
+	ds.Spec.UpdateStrategy.RollingUpdate = &everynodev1alpha1.RollingUpdateDaemonSet{
+		MaxUnavailable:    ptr.To(intstr.FromInt32(4)),
+		PodUpdatePolicy:   everynodev1alpha1.PodUpdateInPlaceIfPossible,
+		InPlaceGatePolicy: everynodev1alpha1.InPlaceGateIfServed,
+	}
+	createSet(t, ds)
+	const v1, v2 = "registry.example/agent:v1", "registry.example/agent:v2"
+	eventually(t, settle, "v1 everywhere", rolledOut(t, ns, "agent", nodes, v1))
+	isServed := map[string]bool{served[0]: true, served[1]: true}
+	for _, p := range daemonPods(t, ns, "agent") {
+		if gated := len(p.Spec.ReadinessGates) == 1; gated != isServed[p.Spec.NodeName] {
+			t.Errorf("pod %s on %s: readiness gates %v; want the gate only on the pods the Service selects", p.Name, p.Spec.NodeName, p.Spec.ReadinessGates)
+		}
+	}
+	eventually(t, settle, "the Service's EndpointSlice to list the 2 served pods", func() (bool, string, error) {
+		slices, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx(t), metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=agent"})
+		if err != nil {
+			return false, "", err
+		}
+		n := 0
+		for _, s := range slices.Items {
+			n += len(s.Endpoints)
+		}
+		return n == 2, fmt.Sprintf("%d endpoints", n), nil
+	})
+
+	// Each pod's story, from every change: its gate's condition status
+	// each time the pod changed, and when its image did.
+	type story struct {
+		gate            []corev1.ConditionStatus
+		closedThenImage bool
+		imageChanged    bool
+	}
+	stories := map[string]*story{}
+	var mu sync.Mutex
+	before := recordPods(t, ns, "agent")
+	stop := watchPods(t, ns, nil, func(ev watch.EventType, p *corev1.Pod) {
+		mu.Lock()
+		defer mu.Unlock()
+		s := stories[p.Spec.NodeName]
+		if s == nil {
+			s = &story{}
+			stories[p.Spec.NodeName] = s
+		}
+		g := corev1.ConditionStatus("")
+		if c := placement.InPlaceGateCondition(p); c != nil {
+			g = c.Status
+		}
+		if n := len(s.gate); n == 0 || s.gate[n-1] != g {
+			s.gate = append(s.gate, g)
+		}
+		if !s.imageChanged && p.Spec.Containers[0].Image == v2 {
+			s.imageChanged = true
+			s.closedThenImage = g == corev1.ConditionFalse
+		}
+	})
+	updateSet(t, ns, "agent", func(ds *everynodev1alpha1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = v2 })
+	eventually(t, settle, "v2 everywhere, gates open", rolledOut(t, ns, "agent", nodes, v2))
+	stop()
+	after := recordPods(t, ns, "agent")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, node := range nodes {
+		s := stories[node]
+		if s == nil {
+			t.Errorf("%s: the pod never changed", node)
+			continue
+		}
+		t.Logf("%s (served %v): gate %v, closed before the image changed %v", node, isServed[node], s.gate, s.closedThenImage)
+		if before[node].uid != after[node].uid {
+			t.Errorf("%s: pod recreated (%s -> %s)", node, before[node].uid, after[node].uid)
+		}
+		switch {
+		case isServed[node] && (!s.closedThenImage || s.gate[len(s.gate)-1] != corev1.ConditionTrue):
+			t.Errorf("%s: a served pod's gate must close before its image changes and open after: %v", node, s.gate)
+		case !isServed[node] && (len(s.gate) != 1 || s.gate[0] != ""):
+			t.Errorf("%s: an unserved pod has no gate, and none is written: %v", node, s.gate)
 		}
 	}
 }
