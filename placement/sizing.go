@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"sort"
@@ -11,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
@@ -26,7 +24,7 @@ import (
 // node is big (revision.Hash does not read spec.nodeSizing).
 
 // mebi is the unit memory is rounded down to, once a share reaches it: a
-// pod's request reads 1536Mi, not 1610612736.
+// pod's memory request reads in Mi rather than in bytes.
 const mebi = 1 << 20
 
 // ContainerSize is what the rule gives one container on one node: only
@@ -242,172 +240,6 @@ func podContainer(spec *corev1.PodSpec, name string) *corev1.Container {
 	return nil
 }
 
-// Need is what it takes to move a pod to its node's size.
-type Need int
-
-const (
-	// NeedNothing: the pod has the size.
-	NeedNothing Need = iota
-	// NeedResize: only cpu or memory differ; pods/resize can do it.
-	NeedResize
-	// NeedRecreate: an extended resource differs, which no resize may
-	// change.
-	NeedRecreate
-)
-
-// ResizeNeed compares the sized resources of pod's spec with size. A
-// sized container the pod does not have is not judged: the pod is of
-// another template, which the rollout replaces.
-func ResizeNeed(pod *corev1.Pod, size NodeSize) Need {
-	need := NeedNothing
-	for _, cs := range size.Containers {
-		c := podContainer(&pod.Spec, cs.Name)
-		if c == nil {
-			continue
-		}
-		for _, pair := range [2]struct{ want, have corev1.ResourceList }{{cs.Requests, c.Resources.Requests}, {cs.Limits, c.Resources.Limits}} {
-			for name, want := range pair.want {
-				if have, ok := pair.have[name]; ok && have.Cmp(want) == 0 {
-					continue
-				}
-				if !IsResizable(name) {
-					return NeedRecreate
-				}
-				need = NeedResize
-			}
-		}
-	}
-	return need
-}
-
-// ResizeSupported mirrors kube-apiserver's check before it takes a
-// resize (isPodResizeRequestSupported): a pod whose running containers'
-// statuses report no resources runs under a kubelet that cannot resize,
-// and the API refuses the resize ("Pod running on node without support
-// for resize"). Every kubelet that resizes reports them from its first
-// status on. A pod with no running container may be resized.
-func ResizeSupported(pod *corev1.Pod) bool {
-	for i := range pod.Status.ContainerStatuses {
-		if st := &pod.Status.ContainerStatuses[i]; st.State.Running != nil {
-			return st.Resources != nil
-		}
-	}
-	return true
-}
-
-// ResizePatch is the strategic merge patch for the pods/resize
-// subresource that gives pod's containers their sizes: only the cpu and
-// memory the rule sizes, containers (and sidecars, in initContainers)
-// merged by name.
-func ResizePatch(pod *corev1.Pod, size NodeSize) []byte {
-	type resources struct {
-		Requests corev1.ResourceList `json:"requests,omitempty"`
-		Limits   corev1.ResourceList `json:"limits,omitempty"`
-	}
-	type container struct {
-		Name      string    `json:"name"`
-		Resources resources `json:"resources"`
-	}
-	resizable := func(in corev1.ResourceList) corev1.ResourceList {
-		var out corev1.ResourceList
-		for name, q := range in {
-			if IsResizable(name) {
-				if out == nil {
-					out = corev1.ResourceList{}
-				}
-				out[name] = q
-			}
-		}
-		return out
-	}
-	var containers, sidecars []container
-	for _, cs := range size.Containers {
-		r := resources{Requests: resizable(cs.Requests), Limits: resizable(cs.Limits)}
-		if r.Requests == nil && r.Limits == nil {
-			continue
-		}
-		if isContainer(&pod.Spec, cs.Name) {
-			containers = append(containers, container{Name: cs.Name, Resources: r})
-		} else if podContainer(&pod.Spec, cs.Name) != nil {
-			sidecars = append(sidecars, container{Name: cs.Name, Resources: r})
-		}
-	}
-	spec := map[string]any{}
-	if len(containers) > 0 {
-		spec["containers"] = containers
-	}
-	if len(sidecars) > 0 {
-		spec["initContainers"] = sidecars
-	}
-	b, _ := json.Marshal(map[string]any{"spec": spec})
-	return b
-}
-
-func isContainer(spec *corev1.PodSpec, name string) bool {
-	for i := range spec.Containers {
-		if spec.Containers[i].Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// ResizeState is where a pod's last resize stands, from its status as its
-// kubelet reports it.
-type ResizeState int
-
-const (
-	// ResizeDone: every container runs the resources its spec asks (or
-	// the kubelet does not report them, as before resize existed).
-	ResizeDone ResizeState = iota
-	// ResizeInFlight: asked and not yet actuated, or in progress.
-	ResizeInFlight
-	// ResizeInfeasible: the kubelet will never do it (PodResizePending,
-	// reason Infeasible): only a new pod can have that size.
-	ResizeInfeasible
-)
-
-// ResizeStateOf reads pod's resize conditions and, for the containers
-// size sizes, whether their status resources match their spec.
-func ResizeStateOf(pod *corev1.Pod, size NodeSize) (ResizeState, string) {
-	for i := range pod.Status.Conditions {
-		c := &pod.Status.Conditions[i]
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case corev1.PodResizePending:
-			if c.Reason == corev1.PodReasonInfeasible {
-				return ResizeInfeasible, c.Message
-			}
-			return ResizeInFlight, c.Message
-		case corev1.PodResizeInProgress:
-			return ResizeInFlight, c.Message
-		}
-	}
-	for _, cs := range size.Containers {
-		c := podContainer(&pod.Spec, cs.Name)
-		if c == nil {
-			continue
-		}
-		st, _ := containerStatus(pod, cs.Name)
-		if st == nil || st.Resources == nil {
-			continue
-		}
-		for _, pair := range [2]struct{ spec, status corev1.ResourceList }{{c.Resources.Requests, st.Resources.Requests}, {c.Resources.Limits, st.Resources.Limits}} {
-			for name, want := range pair.spec {
-				if !IsResizable(name) {
-					continue
-				}
-				if have, ok := pair.status[name]; !ok || have.Cmp(want) != 0 {
-					return ResizeInFlight, ""
-				}
-			}
-		}
-	}
-	return ResizeDone, ""
-}
-
 // DescribeSize is one line for a node's size: "agent: requests cpu=200m
 // memory=256Mi, limits memory=512Mi".
 func DescribeSize(size NodeSize) string {
@@ -433,118 +265,4 @@ func DescribeSize(size NodeSize) string {
 		out = append(out, s)
 	}
 	return strings.Join(out, "; ")
-}
-
-// ValidateNodeSizing checks spec.nodeSizing against the template: what the
-// CRD's CEL rules check (fraction, min <= max) again, for clients that
-// skip them, and what CEL cannot see: the container exists; a resource
-// is cpu, memory or an extended resource; a limit is never below the
-// request on any node; without a sized limit, the template's limit bounds
-// requests.max; an extended resource is whole, with requests only.
-func ValidateNodeSizing(rules []everynodev1alpha1.ContainerSizing, tmpl *corev1.PodTemplateSpec, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	seen := map[string]bool{}
-	for i, c := range rules {
-		cp := fldPath.Index(i)
-		if seen[c.Name] {
-			errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
-		}
-		seen[c.Name] = true
-		container := podContainer(&tmpl.Spec, c.Name)
-		if container == nil {
-			errs = append(errs, field.NotFound(cp.Child("name"), c.Name))
-		}
-		if len(c.Resources) == 0 {
-			errs = append(errs, field.Required(cp.Child("resources"), "size at least one resource"))
-		}
-		seenRes := map[corev1.ResourceName]bool{}
-		for j, r := range c.Resources {
-			rp := cp.Child("resources").Index(j)
-			if seenRes[r.Resource] {
-				errs = append(errs, field.Duplicate(rp.Child("resource"), r.Resource))
-			}
-			seenRes[r.Resource] = true
-			extended := isExtendedResource(r.Resource)
-			if !IsResizable(r.Resource) && !extended {
-				errs = append(errs, field.NotSupported(rp.Child("resource"), r.Resource, []string{"cpu", "memory", "an extended resource such as example.com/gpu"}))
-				continue
-			}
-			errs = append(errs, validateShare(r.Requests, extended, rp.Child("requests"))...)
-			if r.Limits != nil {
-				if extended {
-					errs = append(errs, field.Forbidden(rp.Child("limits"), "an extended resource's limit is its request: give requests only"))
-					continue
-				}
-				errs = append(errs, validateShare(*r.Limits, false, rp.Child("limits"))...)
-				errs = append(errs, limitsNotBelowRequests(r.Requests, *r.Limits, rp.Child("limits"))...)
-				continue
-			}
-			if container == nil || extended {
-				continue
-			}
-			if lim, ok := container.Resources.Limits[r.Resource]; ok {
-				mp := rp.Child("requests", "max")
-				switch {
-				case r.Requests.Max == nil:
-					errs = append(errs, field.Required(mp, fmt.Sprintf("the template's limit of %s is %s: without limits here, requests.max must keep the request within it", r.Resource, lim.String())))
-				case r.Requests.Max.Cmp(lim) > 0:
-					errs = append(errs, field.Invalid(mp, r.Requests.Max.String(), fmt.Sprintf("above the template's limit of %s (%s): give limits here too, or a lower max", r.Resource, lim.String())))
-				}
-			}
-		}
-	}
-	return errs
-}
-
-// validateShare checks one share on its own.
-func validateShare(s everynodev1alpha1.ResourceShare, whole bool, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if _, err := ParseFraction(s.Fraction); err != nil {
-		errs = append(errs, field.Invalid(fldPath.Child("fraction"), s.Fraction, "must be a decimal greater than 0 and at most 1, such as \"0.05\""))
-	}
-	for _, b := range []struct {
-		name string
-		q    *resource.Quantity
-	}{{"min", s.Min}, {"max", s.Max}} {
-		if b.q == nil {
-			continue
-		}
-		if b.q.Sign() < 0 {
-			errs = append(errs, field.Invalid(fldPath.Child(b.name), b.q.String(), "must not be negative"))
-		}
-		if whole && b.q.MilliValue()%1000 != 0 {
-			errs = append(errs, field.Invalid(fldPath.Child(b.name), b.q.String(), "an extended resource comes in whole units"))
-		}
-	}
-	if s.Min != nil && s.Max != nil && s.Min.Cmp(*s.Max) > 0 {
-		errs = append(errs, field.Invalid(fldPath.Child("min"), s.Min.String(), fmt.Sprintf("must not be above max (%s)", s.Max.String())))
-	}
-	return errs
-}
-
-// limitsNotBelowRequests holds the limit at or above the request on every
-// node: the share is a clamp of a rounded product, monotone in the
-// fraction, the min and the max, so it is enough that the limit's are
-// each at least the request's (an unset min is 0, an unset max unbounded).
-func limitsNotBelowRequests(req, lim everynodev1alpha1.ResourceShare, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	rf, err1 := ParseFraction(req.Fraction)
-	lf, err2 := ParseFraction(lim.Fraction)
-	if err1 == nil && err2 == nil && lf.Cmp(rf) < 0 {
-		errs = append(errs, field.Invalid(fldPath.Child("fraction"), lim.Fraction, fmt.Sprintf("below requests.fraction (%s): the limit would be below the request", req.Fraction)))
-	}
-	if req.Min != nil && (lim.Min == nil || lim.Min.Cmp(*req.Min) < 0) {
-		errs = append(errs, field.Invalid(fldPath.Child("min"), quantityOrUnset(lim.Min), fmt.Sprintf("below requests.min (%s): on a small node the limit would be below the request", req.Min.String())))
-	}
-	if lim.Max != nil && (req.Max == nil || lim.Max.Cmp(*req.Max) < 0) {
-		errs = append(errs, field.Invalid(fldPath.Child("max"), lim.Max.String(), fmt.Sprintf("below requests.max (%s): on a big node the limit would be below the request", quantityOrUnset(req.Max))))
-	}
-	return errs
-}
-
-func quantityOrUnset(q *resource.Quantity) string {
-	if q == nil {
-		return "unset"
-	}
-	return q.String()
 }
