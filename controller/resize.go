@@ -28,7 +28,7 @@ func (c *Controller) resize(ctx context.Context, v *plan.View) error {
 	if len(v.DS.Spec.NodeSizing) == 0 {
 		return nil
 	}
-	p := plan.PlanResize(v, plan.ResizeBudget(v))
+	p := v.Sizing()
 	if len(p.Resize) == 0 && len(p.Recreate) == 0 {
 		return nil
 	}

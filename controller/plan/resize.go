@@ -54,6 +54,16 @@ type ResizePlan struct {
 	DoesNotFit []string
 }
 
+// Sizing is PlanResize of v within ResizeBudget, worked out once per view:
+// the status and the resize step of a sync both read it.
+func (v *View) Sizing() *ResizePlan {
+	if v.sizing == nil {
+		p := PlanResize(v, ResizeBudget(v))
+		v.sizing = &p
+	}
+	return v.sizing
+}
+
 // ResizeBudget is how many pods may be resizing or unavailable at once:
 // the set's maxUnavailable, at least 1 (a set that surges, or updates
 // OnDelete, still gets its sizes).

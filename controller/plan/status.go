@@ -103,7 +103,7 @@ func ComputeStatus(v *View) StatusReport {
 	}
 	meta.SetStatusCondition(&st.Conditions, progressingCondition(&st, t, v.Policy, vd, failing, dl, now))
 	if len(ds.Spec.NodeSizing) > 0 {
-		sizing := PlanResize(v, 0)
+		sizing := v.Sizing()
 		st.NodeSizing = &sizing.Status
 		reason := ""
 		if len(sizing.DoesNotFit) > 0 {

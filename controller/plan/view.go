@@ -218,6 +218,8 @@ type View struct {
 	Verdict *Verdict
 	Policy  *Policy
 	kept    map[string]bool
+	// sizing is the view's resize plan, once asked for (Sizing).
+	sizing *ResizePlan
 }
 
 // Decide makes, once, the decisions every later step of the sync reads:
