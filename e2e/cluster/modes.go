@@ -138,6 +138,18 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, pause time.Duration) err
 	return c.waitAPIServer(ctx)
 }
 
+// RestartEtcd stops etcd, waits pause, starts it again with the same
+// command line (its data folder with it) and waits for kube-apiserver's
+// /readyz, which checks etcd. kube-apiserver keeps running throughout:
+// its requests fail or wait while etcd is away, as with a real etcd
+// member restart.
+func (c *Cluster) RestartEtcd(ctx context.Context, pause time.Duration) error {
+	if _, err := c.restartComponent(Etcd, pause); err != nil {
+		return err
+	}
+	return c.waitAPIServer(ctx)
+}
+
 // RestartKCM restarts kube-controller-manager with flags (--flag=value)
 // in place of its own.
 func (c *Cluster) RestartKCM(flags ...string) error {

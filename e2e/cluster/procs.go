@@ -120,6 +120,7 @@ func stopPIDFile(file string) error {
 type Component string
 
 const (
+	Etcd                  Component = "etcd"
 	KubeAPIServer         Component = "kube-apiserver"
 	KubeScheduler         Component = "kube-scheduler"
 	KubeControllerManager Component = "kube-controller-manager"
