@@ -1,0 +1,495 @@
+package soak
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"everynode.io/everynode/placement"
+)
+
+// The invariants, checked over the stream of records (observe.go) as it
+// comes, by one Checker fed in order:
+//
+//  1. duplicates: a node never holds two live pods of a set, except an
+//     old and a new one of a set whose strategy allows a surge, and never
+//     more such nodes than maxSurge;
+//  2. unavailable: the controller never takes down an available pod (a
+//     delete, or an image patch in place) while as many nodes as
+//     maxUnavailable are down by its own doing: a node counts from the
+//     moment the controller takes its available pod down until the node
+//     has an available pod again;
+//  5. lost: no set, revision or pod goes that the soak did not delete:
+//     a set deleted by anyone else, a revision deleted while its set (or
+//     a live pod of it) still uses it or while its set is orphan-deleted,
+//     a pod deleted while its set is orphan-deleted.
+//
+// Invariants 3 (admission), 4 (convergence) and 6 (resources) are not
+// about this stream: traffic.go, run.go and samples.go check them.
+//
+// What the controller did not do is not held against it: pods the soak
+// deleted, pods of a set being deleted, pods on nodes that do not serve
+// (cut off, leaving, tainted unreachable), sets updated OnDelete.
+
+// Invariant names a rule; a Violation says which it broke.
+type Invariant string
+
+const (
+	InvDuplicate   Invariant = "duplicate-pod"
+	InvSurge       Invariant = "surge-over-maxSurge"
+	InvUnavailable Invariant = "unavailable-over-budget"
+	InvAdmission   Invariant = "admission-refused"
+	InvConvergence Invariant = "no-convergence"
+	InvLostSet     Invariant = "lost-set"
+	InvLostRev     Invariant = "lost-revision"
+	InvLostPod     Invariant = "lost-pod"
+	InvLeak        Invariant = "resource-growth"
+)
+
+// Violation is one breach of an invariant, with what it was about.
+type Violation struct {
+	At        time.Time `json:"at"`
+	Invariant Invariant `json:"invariant"`
+	Set       string    `json:"set,omitempty"`
+	Message   string    `json:"message"`
+	// Objects name the pods, nodes, revisions involved.
+	Objects []string `json:"objects,omitempty"`
+	// Repeats counts later breaches of the same rule by the same set on
+	// the same node (or object), not listed again.
+	Repeats int `json:"repeats,omitempty"`
+}
+
+func (v Violation) String() string {
+	s := fmt.Sprintf("%s %s", v.At.UTC().Format("15:04:05.000"), v.Invariant)
+	if v.Set != "" {
+		s += " set " + v.Set
+	}
+	s += ": " + v.Message
+	if len(v.Objects) > 0 {
+		s += " [" + strings.Join(v.Objects, ", ") + "]"
+	}
+	if v.Repeats > 0 {
+		s += fmt.Sprintf(" (and %d more times)", v.Repeats)
+	}
+	return s
+}
+
+// Checker checks invariants 1, 2 and 5 over records fed in order.
+type Checker struct {
+	// Lag is how stale the controller's view may be: a pod that turned
+	// available less than Lag before the controller took it down is
+	// taken for one the controller saw unavailable.
+	Lag time.Duration
+	// StrategyGrace is how long an earlier strategy of a set still
+	// holds after a change (the controller acts on what it read).
+	StrategyGrace time.Duration
+
+	sets    map[string]*setState
+	pods    map[string]*PodObs                       // by UID
+	byNode  map[string]map[string]map[string]*PodObs // set -> node -> UID -> pod
+	nodes   map[string]*nodeState                    // by name
+	deleted map[string]bool                          // pod names the soak deleted
+	vs      []Violation
+	seen    map[string]int // violation key -> index in vs
+}
+
+type setState struct {
+	obs   *SetObs
+	alive bool
+	// uid is the live incarnation's; dying are those the soak deleted
+	// with cascade, whose pods the garbage collector takes.
+	uid   string
+	dying map[string]bool
+	// onPurpose: the soak asked to delete it since it was last made.
+	onPurpose bool
+	// orphaned: deleted with --cascade=orphan, not made again yet.
+	orphaned bool
+	// specs are its strategies, newest last, for StrategyGrace.
+	specs []specAt
+	// disrupted are the nodes down by the controller's doing, since when.
+	disrupted map[string]time.Time
+}
+
+type specAt struct {
+	at       time.Time
+	strategy placement.Strategy
+}
+
+type nodeState struct {
+	serving, cutOff, leaving, gone bool
+	why                            string
+}
+
+// NewChecker is a checker with the tolerances the soak runs with.
+func NewChecker() *Checker {
+	return &Checker{Lag: 2 * time.Second, StrategyGrace: 10 * time.Second,
+		sets: map[string]*setState{}, pods: map[string]*PodObs{}, byNode: map[string]map[string]map[string]*PodObs{},
+		nodes: map[string]*nodeState{}, deleted: map[string]bool{}, seen: map[string]int{}}
+}
+
+// Violations are the breaches found so far, in the order found.
+func (c *Checker) Violations() []Violation { return slices.Clone(c.vs) }
+
+// flag records a violation once per key; later ones with the same key
+// only count.
+func (c *Checker) flag(key string, v Violation) {
+	if i, ok := c.seen[key]; ok {
+		c.vs[i].Repeats++
+		return
+	}
+	c.seen[key] = len(c.vs)
+	c.vs = append(c.vs, v)
+}
+
+func (c *Checker) set(name string) *setState {
+	s := c.sets[name]
+	if s == nil {
+		s = &setState{dying: map[string]bool{}, disrupted: map[string]time.Time{}}
+		c.sets[name] = s
+	}
+	return s
+}
+
+func (c *Checker) node(name string) *nodeState {
+	n := c.nodes[name]
+	if n == nil {
+		// A node not seen yet serves: the checker errs towards blaming
+		// nobody only where it knows better.
+		n = &nodeState{serving: true}
+		c.nodes[name] = n
+	}
+	return n
+}
+
+// serves reports whether a node takes part in rollouts.
+func (c *Checker) serves(name string) bool {
+	n := c.node(name)
+	return n.serving && !n.cutOff && !n.leaving && !n.gone
+}
+
+// Observe feeds one record.
+func (c *Checker) Observe(o Obs) {
+	switch {
+	case o.Act != nil:
+		c.act(o.At, o.Act)
+	case o.Node != nil:
+		n := c.node(o.Node.Name)
+		n.serving, n.why = o.Node.Serving, o.Node.Why
+		if o.Node.Op == OpDelete {
+			n.gone = true
+		}
+	case o.Set != nil:
+		c.setObs(o.At, o.Set)
+	case o.Rev != nil:
+		c.revObs(o.At, o.Rev)
+	case o.Pod != nil:
+		c.podObs(o.At, o.Pod)
+	}
+}
+
+func (c *Checker) act(at time.Time, a *ActObs) {
+	switch a.Kind {
+	case ActDeletePod:
+		c.deleted[a.Name] = true
+	case ActDeleteSet:
+		s := c.set(a.Set)
+		s.onPurpose = true
+		if a.Orphan {
+			s.orphaned = true
+		} else if s.uid != "" {
+			s.dying[s.uid] = true
+		}
+	case ActCutOff, ActHeal:
+		for _, n := range a.Nodes {
+			c.node(n).cutOff = a.Kind == ActCutOff
+		}
+	case ActNodeLeave:
+		c.node(a.Name).leaving = true
+	}
+}
+
+func strategyOf(o *SetObs) placement.Strategy {
+	st := placement.Strategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+		MaxSurge: intstr.Parse(cmp.Or(o.MaxSurge, "0")), MaxUnavailable: intstr.Parse(cmp.Or(o.MaxUnavailable, "1"))}
+	if o.OnDelete {
+		st.Type = appsv1.OnDeleteDaemonSetStrategyType
+	}
+	return st
+}
+
+func (c *Checker) setObs(at time.Time, o *SetObs) {
+	s := c.set(o.Name)
+	if o.Op == OpDelete {
+		if s.alive && o.UID == s.uid && !s.onPurpose {
+			c.flag("lost-set/"+o.Name+"/"+o.UID, Violation{At: at, Invariant: InvLostSet, Set: o.Name,
+				Message: "the set was deleted, and the soak did not delete it", Objects: []string{string(o.Kind) + " " + o.Name + " uid " + o.UID}})
+		}
+		if o.UID == s.uid {
+			s.alive = false
+		}
+		return
+	}
+	if o.UID != s.uid {
+		// A new incarnation: the soak made it again.
+		s.uid, s.alive, s.onPurpose, s.orphaned = o.UID, true, false, false
+		s.disrupted = map[string]time.Time{}
+		s.specs = nil
+	}
+	s.obs = o
+	st := strategyOf(o)
+	if n := len(s.specs); n == 0 || s.specs[n-1].strategy.Type != st.Type ||
+		s.specs[n-1].strategy.MaxSurge != st.MaxSurge || s.specs[n-1].strategy.MaxUnavailable != st.MaxUnavailable {
+		s.specs = append(s.specs, specAt{at: at, strategy: st})
+	}
+	// Only what is still within the grace, and the one before it.
+	for len(s.specs) > 1 && at.Sub(s.specs[1].at) > c.StrategyGrace {
+		s.specs = s.specs[1:]
+	}
+	// A set made again has pods (orphans, or its own) to check at once.
+	for node := range c.byNode[o.Name] {
+		c.checkNode(at, o.Name, node)
+	}
+}
+
+// limits are the most generous maxSurge and maxUnavailable of the set's
+// strategies within the grace, scaled to desired nodes, and whether any
+// of them rolls (not OnDelete).
+func (c *Checker) limits(s *setState, desired int) (surge, unavailable int, rolling bool) {
+	for _, sp := range s.specs {
+		st := sp.strategy
+		if !st.RollingUpdate() {
+			continue
+		}
+		rolling = true
+		ms, mu, err := st.Limits(desired)
+		if err != nil {
+			continue
+		}
+		surge, unavailable = max(surge, ms), max(unavailable, mu)
+	}
+	return surge, unavailable, rolling
+}
+
+// counts is whether a pod counts with set s now: alive, and its own or
+// an orphan it may adopt.
+func (s *setState) counts(p *PodObs) bool {
+	return p.Live() && (p.OwnerUID == "" || p.OwnerUID == s.uid)
+}
+
+func (s *setState) minReady() time.Duration {
+	if s.obs == nil {
+		return 0
+	}
+	return time.Duration(s.obs.MinReadySeconds) * time.Second
+}
+
+func (c *Checker) podObs(at time.Time, p *PodObs) {
+	prev := c.pods[p.UID]
+	if prev != nil {
+		delete(c.byNode[prev.Set][prev.Node], prev.UID)
+	}
+	if p.Op == OpDelete {
+		delete(c.pods, p.UID)
+	} else {
+		c.pods[p.UID] = p
+		if c.byNode[p.Set] == nil {
+			c.byNode[p.Set] = map[string]map[string]*PodObs{}
+		}
+		if c.byNode[p.Set][p.Node] == nil {
+			c.byNode[p.Set][p.Node] = map[string]*PodObs{}
+		}
+		c.byNode[p.Set][p.Node][p.UID] = p
+	}
+	s := c.set(p.Set)
+	if prev != nil {
+		c.checkTakenDown(at, s, prev, p)
+	}
+	if !s.alive {
+		return
+	}
+	if prev != nil && prev.Node != p.Node {
+		c.checkNode(at, p.Set, prev.Node)
+	}
+	c.checkNode(at, p.Set, p.Node)
+}
+
+// checkTakenDown is invariants 2 and 5 for a pod that changed: did it go
+// (or go through an image patch) while available, and who is to blame.
+func (c *Checker) checkTakenDown(at time.Time, s *setState, prev, p *PodObs) {
+	went := prev.Live() && !p.Live()
+	patched := p.Live() && prev.Live() && p.Hash != prev.Hash
+	if !went && !patched {
+		return
+	}
+	if went && s.orphaned && !c.deleted[p.Name] && c.serves(p.Node) {
+		c.flag("lost-pod/"+p.Name, Violation{At: at, Invariant: InvLostPod, Set: p.Set,
+			Message: "a pod went while its set was deleted with --cascade=orphan", Objects: []string{"pod " + p.Name + " on " + p.Node}})
+	}
+	// Not the controller's doing, or not a rollout of a live set.
+	if !s.alive || s.orphaned || c.deleted[p.Name] || s.dying[p.OwnerUID] || (p.OwnerUID != "" && p.OwnerUID != s.uid) || !c.serves(p.Node) {
+		return
+	}
+	_, budget, rolling := c.limits(s, c.desired(s))
+	if !rolling {
+		return
+	}
+	// Taken down while available as the controller could have seen it.
+	if !prev.AvailableAt(at.Add(-c.Lag), s.minReady()) {
+		return
+	}
+	// Another available pod of the set on the node keeps it up (a surge).
+	for _, q := range c.byNode[p.Set][p.Node] {
+		if q.UID != p.UID && s.counts(q) && q.AvailableAt(at, s.minReady()) {
+			return
+		}
+	}
+	if _, ok := s.disrupted[p.Node]; !ok {
+		s.disrupted[p.Node] = at
+	}
+	down := c.disruptedNodes(at, s)
+	if len(down) > budget {
+		how := "deleted"
+		if patched {
+			how = fmt.Sprintf("patched in place (revision %s to %s)", prev.Hash, p.Hash)
+		}
+		c.flag("unavailable/"+p.Set+"/"+p.Node, Violation{At: at, Invariant: InvUnavailable, Set: p.Set,
+			Message: fmt.Sprintf("available pod %s on %s %s with %d nodes down by the controller's doing, maxUnavailable %d",
+				p.Name, p.Node, how, len(down), budget),
+			Objects: down})
+	}
+}
+
+// desired is the set's desired count as its status says, or the nodes
+// its pods are on when the status says less.
+func (c *Checker) desired(s *setState) int {
+	n := 0
+	if s.obs != nil {
+		n = int(s.obs.Desired)
+	}
+	return max(n, len(c.byNode[s.obsName()]))
+}
+
+func (s *setState) obsName() string {
+	if s.obs == nil {
+		return ""
+	}
+	return s.obs.Name
+}
+
+// disruptedNodes are the set's nodes down by the controller's doing at
+// at, with the ones that recovered (an available pod that turned Ready
+// after it went down) or stopped serving forgotten.
+func (c *Checker) disruptedNodes(at time.Time, s *setState) []string {
+	var out []string
+	for node, since := range s.disrupted {
+		if !c.serves(node) {
+			delete(s.disrupted, node)
+			continue
+		}
+		up := false
+		for _, q := range c.byNode[s.obsName()][node] {
+			if s.counts(q) && !q.ReadySince.Before(since.Truncate(time.Second)) && q.AvailableAt(at, s.minReady()) {
+				up = true
+			}
+		}
+		if up {
+			delete(s.disrupted, node)
+			continue
+		}
+		out = append(out, node)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkNode is invariant 1 on one node of a live set.
+func (c *Checker) checkNode(at time.Time, set, node string) {
+	s := c.set(set)
+	if !s.alive {
+		return
+	}
+	var live []*PodObs
+	for _, q := range c.byNode[set][node] {
+		if s.counts(q) {
+			live = append(live, q)
+		}
+	}
+	if len(live) < 2 {
+		return
+	}
+	slices.SortFunc(live, func(a, b *PodObs) int { return cmp.Compare(a.Name, b.Name) })
+	names := make([]string, len(live))
+	for i, q := range live {
+		names[i] = fmt.Sprintf("pod %s (revision %s, owner %s)", q.Name, q.Hash, cmp.Or(q.OwnerUID, "none"))
+	}
+	surge, _, _ := c.limits(s, c.desired(s))
+	if surge == 0 || len(live) > 2 || live[0].Hash == live[1].Hash {
+		c.flag("duplicate/"+set+"/"+node, Violation{At: at, Invariant: InvDuplicate, Set: set,
+			Message: fmt.Sprintf("node %s holds %d live pods of the set (maxSurge %d)", node, len(live), surge), Objects: names})
+		return
+	}
+	// A surge pair: count the set's nodes that hold one.
+	var pairs []string
+	for n, pods := range c.byNode[set] {
+		k := 0
+		for _, q := range pods {
+			if s.counts(q) {
+				k++
+			}
+		}
+		if k > 1 {
+			pairs = append(pairs, n)
+		}
+	}
+	if len(pairs) > surge {
+		slices.Sort(pairs)
+		c.flag("surge/"+set+"/"+node, Violation{At: at, Invariant: InvSurge, Set: set,
+			Message: fmt.Sprintf("%d nodes hold an extra pod of the set, maxSurge %d", len(pairs), surge), Objects: pairs})
+	}
+}
+
+// revObs is invariant 5 for revisions.
+func (c *Checker) revObs(at time.Time, r *RevObs) {
+	if r.Op != OpDelete {
+		return
+	}
+	s := c.set(r.Set)
+	if s.dying[r.OwnerUID] {
+		return
+	}
+	obj := []string{"revision " + r.Name + " hash " + r.Hash}
+	switch {
+	case s.orphaned:
+		c.flag("lost-rev/"+r.Name, Violation{At: at, Invariant: InvLostRev, Set: r.Set,
+			Message: "a revision was deleted while its set was deleted with --cascade=orphan", Objects: obj})
+	case !s.alive:
+		return
+	case s.obs != nil && r.Hash == s.obs.UpdateRevision:
+		c.flag("lost-rev/"+r.Name, Violation{At: at, Invariant: InvLostRev, Set: r.Set,
+			Message: "the set's update revision was deleted", Objects: obj})
+	default:
+		for _, byUID := range c.byNode[r.Set] {
+			for _, q := range byUID {
+				if s.counts(q) && q.Hash == r.Hash {
+					c.flag("lost-rev/"+r.Name, Violation{At: at, Invariant: InvLostRev, Set: r.Set,
+						Message: "a revision was deleted while a live pod of the set runs it", Objects: append(obj, "pod "+q.Name)})
+					return
+				}
+			}
+		}
+	}
+}
+
+// CheckAll feeds every record to a new checker and returns what it found.
+func CheckAll(obs []Obs) []Violation {
+	c := NewChecker()
+	for _, o := range obs {
+		c.Observe(o)
+	}
+	return c.Violations()
+}

@@ -1,0 +1,269 @@
+package soak
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// A little language for recorded streams: a clock, and records at it.
+
+var t0 = time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+
+type stream struct {
+	now time.Time
+	obs []Obs
+}
+
+func newStream() *stream { return &stream{now: t0} }
+
+func (s *stream) after(d time.Duration) *stream { s.now = s.now.Add(d); return s }
+
+func (s *stream) add(o Obs) *stream {
+	o.At = s.now
+	s.obs = append(s.obs, o)
+	return s
+}
+
+func (s *stream) set(name, uid, surge, unavailable string, desired int32) *stream {
+	return s.add(Obs{Set: &SetObs{Op: OpAdd, Name: name, UID: uid, Kind: KindEverynode, Generation: 1, ObservedGeneration: 1,
+		Desired: desired, MaxSurge: surge, MaxUnavailable: unavailable}})
+}
+
+func (s *stream) onDeleteSet(name, uid string, desired int32) *stream {
+	return s.add(Obs{Set: &SetObs{Op: OpAdd, Name: name, UID: uid, Kind: KindEverynode, Desired: desired, OnDelete: true}})
+}
+
+// pod records a live pod of set on node; ready: Ready since an hour ago.
+func (s *stream) pod(set, owner, name, node, hash string, ready bool) *stream {
+	p := &PodObs{Op: OpUpdate, Name: name, UID: "uid-" + name, Set: set, OwnerUID: owner, Node: node, Hash: hash}
+	if ready {
+		p.ReadySince = t0.Add(-time.Hour)
+	}
+	return s.add(Obs{Pod: p})
+}
+
+// readyNow records the pod Ready from now.
+func (s *stream) readyNow(set, owner, name, node, hash string) *stream {
+	return s.add(Obs{Pod: &PodObs{Op: OpUpdate, Name: name, UID: "uid-" + name, Set: set, OwnerUID: owner, Node: node, Hash: hash, ReadySince: s.now}})
+}
+
+func (s *stream) terminating(set, owner, name, node, hash string) *stream {
+	return s.add(Obs{Pod: &PodObs{Op: OpUpdate, Name: name, UID: "uid-" + name, Set: set, OwnerUID: owner, Node: node, Hash: hash,
+		Terminating: true, ReadySince: t0.Add(-time.Hour)}})
+}
+
+func (s *stream) act(a ActObs) *stream { return s.add(Obs{Act: &a}) }
+
+// fleet is set name with uid u over nodes n1..n<k>, one available pod of
+// revision old on each.
+func fleet(name, u, surge, unavailable string, k int) *stream {
+	s := newStream().set(name, u, surge, unavailable, int32(k))
+	for i := 1; i <= k; i++ {
+		n := "n" + string(rune('0'+i))
+		s.pod(name, u, name+"-old-"+n, n, "old", true)
+	}
+	return s.after(time.Minute)
+}
+
+func invariants(vs []Violation) []Invariant {
+	var out []Invariant
+	for _, v := range vs {
+		out = append(out, v.Invariant)
+	}
+	return out
+}
+
+func TestCheckers(t *testing.T) {
+	tests := map[string]struct {
+		stream *stream
+		want   []Invariant
+	}{
+		"two pods of a set on a node": {
+			stream: fleet("a", "u1", "", "1", 3).pod("a", "u1", "a-dup", "n2", "old", false),
+			want:   []Invariant{InvDuplicate},
+		},
+		"an orphan and a new pod on a node": {
+			// The set was made again: its orphan counts with it.
+			stream: fleet("a", "u1", "", "1", 2).
+				act(ActObs{Kind: ActDeleteSet, Set: "a", Orphan: true}).
+				add(Obs{Set: &SetObs{Op: OpDelete, Name: "a", UID: "u1"}}).
+				pod("a", "", "a-old-n1", "n1", "old", true).
+				pod("a", "", "a-old-n2", "n2", "old", true).
+				act(ActObs{Kind: ActCreateSet, Set: "a"}).
+				set("a", "u2", "", "1", 2).
+				pod("a", "u2", "a-new", "n1", "old", false),
+			want: []Invariant{InvDuplicate},
+		},
+		"a pod of the deleted incarnation beside the new one's": {
+			stream: fleet("a", "u1", "", "1", 2).
+				act(ActObs{Kind: ActDeleteSet, Set: "a"}).
+				add(Obs{Set: &SetObs{Op: OpDelete, Name: "a", UID: "u1"}}).
+				set("a", "u2", "", "1", 2).
+				pod("a", "u2", "a-new", "n1", "old", false),
+		},
+		"a surge pair within maxSurge": {
+			stream: fleet("s", "u1", "1", "0", 3).pod("s", "u1", "s-new-n1", "n1", "new", false),
+		},
+		"surge pairs past maxSurge": {
+			stream: fleet("s", "u1", "1", "0", 3).
+				pod("s", "u1", "s-new-n1", "n1", "new", false).
+				pod("s", "u1", "s-new-n2", "n2", "new", false),
+			want: []Invariant{InvSurge},
+		},
+		"two pods of one revision on a node of a surge set": {
+			stream: fleet("s", "u1", "1", "0", 3).pod("s", "u1", "s-again", "n1", "old", false),
+			want:   []Invariant{InvDuplicate},
+		},
+		"an available pod deleted with maxUnavailable already down": {
+			stream: fleet("a", "u1", "", "1", 3).
+				terminating("a", "u1", "a-old-n1", "n1", "old").
+				pod("a", "u1", "a-new-n1", "n1", "new", false).
+				after(time.Second).
+				terminating("a", "u1", "a-old-n2", "n2", "old"),
+			want: []Invariant{InvUnavailable},
+		},
+		"one node at a time": {
+			stream: fleet("a", "u1", "", "1", 3).
+				terminating("a", "u1", "a-old-n1", "n1", "old").
+				pod("a", "u1", "a-new-n1", "n1", "new", false).
+				after(time.Second).readyNow("a", "u1", "a-new-n1", "n1", "new").
+				after(time.Second).
+				terminating("a", "u1", "a-old-n2", "n2", "old"),
+		},
+		"a patch in place past the budget": {
+			stream: fleet("a", "u1", "", "1", 3).
+				pod("a", "u1", "a-old-n1", "n1", "new", true).
+				after(time.Second).
+				pod("a", "u1", "a-old-n2", "n2", "new", true),
+			want: []Invariant{InvUnavailable},
+		},
+		"a surge set deleting an old pod with no new one available": {
+			stream: fleet("s", "u1", "1", "0", 3).terminating("s", "u1", "s-old-n1", "n1", "old"),
+			want:   []Invariant{InvUnavailable},
+		},
+		"a surge set deleting an old pod beside an available new one": {
+			stream: fleet("s", "u1", "1", "0", 3).
+				pod("s", "u1", "s-new-n1", "n1", "new", false).
+				after(time.Second).readyNow("s", "u1", "s-new-n1", "n1", "new").
+				after(time.Second).
+				terminating("s", "u1", "s-old-n1", "n1", "old"),
+		},
+		"pods the soak deleted are not the controller's doing": {
+			stream: fleet("a", "u1", "", "1", 3).
+				act(ActObs{Kind: ActDeletePod, Name: "a-old-n1"}).terminating("a", "u1", "a-old-n1", "n1", "old").
+				act(ActObs{Kind: ActDeletePod, Name: "a-old-n2"}).terminating("a", "u1", "a-old-n2", "n2", "old"),
+		},
+		"an OnDelete set": {
+			stream: newStream().onDeleteSet("o", "u1", 2).
+				pod("o", "u1", "o-1", "n1", "old", true).pod("o", "u1", "o-2", "n2", "old", true).
+				terminating("o", "u1", "o-1", "n1", "old").terminating("o", "u1", "o-2", "n2", "old"),
+		},
+		"pods on a node cut off": {
+			stream: fleet("a", "u1", "", "1", 3).
+				act(ActObs{Kind: ActCutOff, Nodes: []string{"n1", "n2"}}).
+				terminating("a", "u1", "a-old-n1", "n1", "old").
+				terminating("a", "u1", "a-old-n2", "n2", "old"),
+		},
+		"a pod that only just turned available": {
+			// The controller may not have seen it Ready yet.
+			stream: fleet("a", "u1", "", "1", 3).
+				terminating("a", "u1", "a-old-n1", "n1", "old").
+				readyNow("a", "u1", "a-old-n2", "n2", "old").
+				after(500*time.Millisecond).
+				terminating("a", "u1", "a-old-n2", "n2", "old"),
+		},
+		"a set deleted by someone else": {
+			stream: fleet("a", "u1", "", "1", 1).add(Obs{Set: &SetObs{Op: OpDelete, Name: "a", UID: "u1"}}),
+			want:   []Invariant{InvLostSet},
+		},
+		"a set the soak deleted": {
+			stream: fleet("a", "u1", "", "1", 1).act(ActObs{Kind: ActDeleteSet, Set: "a"}).add(Obs{Set: &SetObs{Op: OpDelete, Name: "a", UID: "u1"}}),
+		},
+		"a pod gone while its set is orphan-deleted": {
+			stream: fleet("a", "u1", "", "1", 2).
+				act(ActObs{Kind: ActDeleteSet, Set: "a", Orphan: true}).
+				add(Obs{Set: &SetObs{Op: OpDelete, Name: "a", UID: "u1"}}).
+				pod("a", "", "a-old-n1", "n1", "old", true).
+				terminating("a", "", "a-old-n1", "n1", "old"),
+			want: []Invariant{InvLostPod},
+		},
+		"a revision gone while its set is orphan-deleted": {
+			stream: fleet("a", "u1", "", "1", 2).
+				act(ActObs{Kind: ActDeleteSet, Set: "a", Orphan: true}).
+				add(Obs{Rev: &RevObs{Op: OpDelete, Name: "a-old", Set: "a", Hash: "old"}}),
+			want: []Invariant{InvLostRev},
+		},
+		"a revision a live pod runs": {
+			stream: fleet("a", "u1", "", "1", 2).add(Obs{Rev: &RevObs{Op: OpDelete, Name: "a-old", Set: "a", OwnerUID: "u1", Hash: "old"}}),
+			want:   []Invariant{InvLostRev},
+		},
+		"an old revision no pod runs": {
+			stream: fleet("a", "u1", "", "1", 2).add(Obs{Rev: &RevObs{Op: OpDelete, Name: "a-older", Set: "a", OwnerUID: "u1", Hash: "older"}}),
+		},
+		"revisions of a set deleted with cascade": {
+			stream: fleet("a", "u1", "", "1", 2).act(ActObs{Kind: ActDeleteSet, Set: "a"}).
+				add(Obs{Rev: &RevObs{Op: OpDelete, Name: "a-old", Set: "a", OwnerUID: "u1", Hash: "old"}}),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vs := CheckAll(tc.stream.obs)
+			if got := invariants(vs); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("violations %v, want %v", vs, tc.want)
+			}
+		})
+	}
+}
+
+// A breach that goes on is listed once, with a count.
+func TestViolationsRepeatOnce(t *testing.T) {
+	s := fleet("a", "u1", "", "1", 2).pod("a", "u1", "a-dup", "n1", "old", false)
+	for range 5 {
+		s.after(time.Second).pod("a", "u1", "a-dup", "n1", "old", false)
+	}
+	vs := CheckAll(s.obs)
+	if len(vs) != 1 || vs[0].Repeats != 5 {
+		t.Fatalf("violations %v, want one duplicate repeated 5 times", vs)
+	}
+	if got := vs[0].String(); got == "" || !bytes.Contains([]byte(got), []byte("a-dup")) {
+		t.Errorf("String %q does not name the pod", got)
+	}
+}
+
+// Records kept as JSON lines check the same offline.
+func TestRecordsRoundTrip(t *testing.T) {
+	s := fleet("a", "u1", "", "1", 3).
+		terminating("a", "u1", "a-old-n1", "n1", "old").
+		after(time.Second).
+		terminating("a", "u1", "a-old-n2", "n2", "old")
+	var buf bytes.Buffer
+	if err := WriteObs(&buf, s.obs...); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadObs(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(CheckAll(back), CheckAll(s.obs)) || len(CheckAll(back)) != 1 {
+		t.Errorf("offline %v, online %v", CheckAll(back), CheckAll(s.obs))
+	}
+}
+
+func TestConverged(t *testing.T) {
+	ok := SetObs{Generation: 3, ObservedGeneration: 3, Desired: 5, Updated: 5, Available: 5}
+	if !ok.Converged() {
+		t.Errorf("%+v not converged", ok)
+	}
+	for name, s := range map[string]SetObs{
+		"stale generation": {Generation: 4, ObservedGeneration: 3, Desired: 5, Updated: 5, Available: 5},
+		"not all updated":  {Generation: 3, ObservedGeneration: 3, Desired: 5, Updated: 4, Available: 5},
+		"not available":    {Generation: 3, ObservedGeneration: 3, Desired: 5, Updated: 5, Available: 4},
+		"no nodes":         {Generation: 3, ObservedGeneration: 3},
+	} {
+		if s.Converged() {
+			t.Errorf("%s: %+v converged", name, s)
+		}
+	}
+}
