@@ -3,6 +3,7 @@ package soak
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -50,6 +51,10 @@ const (
 	InvLostPod     Invariant = "lost-pod"
 	InvLeak        Invariant = "resource-growth"
 )
+
+// AbortedDeleteAfter is how long after the soak asked to delete a set
+// an update of it with no deletionTimestamp means the delete never took.
+const AbortedDeleteAfter = 30 * time.Second
 
 // Violation is one breach of an invariant, with what it was about.
 type Violation struct {
@@ -105,8 +110,10 @@ type setState struct {
 	// with cascade, whose pods the garbage collector takes.
 	uid   string
 	dying map[string]bool
-	// onPurpose: the soak asked to delete it since it was last made.
+	// onPurpose: the soak asked to delete it since it was last made;
+	// askedAt when.
 	onPurpose bool
+	askedAt   time.Time
 	// orphaned: deleted with --cascade=orphan, not made again yet.
 	orphaned bool
 	// specs are its strategies, newest last, for StrategyGrace.
@@ -198,7 +205,7 @@ func (c *Checker) act(at time.Time, a *ActObs) {
 		c.deleted[a.Name] = true
 	case ActDeleteSet:
 		s := c.set(a.Set)
-		s.onPurpose = true
+		s.onPurpose, s.askedAt = true, at
 		if a.Orphan {
 			s.orphaned = true
 		} else if s.uid != "" {
@@ -233,6 +240,12 @@ func (c *Checker) setObs(at time.Time, o *SetObs) {
 			s.alive = false
 		}
 		return
+	}
+	if o.UID == s.uid && s.onPurpose && !o.Deleting && at.Sub(s.askedAt) > AbortedDeleteAfter {
+		// The soak's delete never took (the API was away and it gave
+		// up): the set is as it was.
+		s.onPurpose, s.orphaned = false, false
+		delete(s.dying, s.uid)
 	}
 	if o.UID != s.uid {
 		// A new incarnation: the soak made it again.
@@ -322,7 +335,10 @@ func (c *Checker) podObs(at time.Time, p *PodObs) {
 // (or go through an image patch) while available, and who is to blame.
 func (c *Checker) checkTakenDown(at time.Time, s *setState, prev, p *PodObs) {
 	went := prev.Live() && !p.Live()
-	patched := p.Live() && prev.Live() && p.Hash != prev.Hash
+	// An update in place: the gate closed first (a pod updated with its
+	// gate is not Ready by the time its images change), or the images
+	// patched on a pod without one.
+	patched := p.Live() && prev.Live() && (p.Hash != prev.Hash || (p.GateClosed && !prev.GateClosed))
 	if !went && !patched {
 		return
 	}
@@ -354,8 +370,11 @@ func (c *Checker) checkTakenDown(at time.Time, s *setState, prev, p *PodObs) {
 	down := c.disruptedNodes(at, s)
 	if len(down) > budget {
 		how := "deleted"
-		if patched {
+		switch {
+		case patched && p.Hash != prev.Hash:
 			how = fmt.Sprintf("patched in place (revision %s to %s)", prev.Hash, p.Hash)
+		case patched:
+			how = "closed for an update in place (gate False)"
 		}
 		c.flag("unavailable/"+p.Set+"/"+p.Node, Violation{At: at, Invariant: InvUnavailable, Set: p.Set,
 			Message: fmt.Sprintf("available pod %s on %s %s with %d nodes down by the controller's doing, maxUnavailable %d",
@@ -365,13 +384,19 @@ func (c *Checker) checkTakenDown(at time.Time, s *setState, prev, p *PodObs) {
 }
 
 // desired is the set's desired count as its status says, or the nodes
-// its pods are on when the status says less.
+// its live pods are on when the status says less (it lags).
 func (c *Checker) desired(s *setState) int {
 	n := 0
 	if s.obs != nil {
 		n = int(s.obs.Desired)
 	}
-	return max(n, len(c.byNode[s.obsName()]))
+	on := 0
+	for _, pods := range c.byNode[s.obsName()] {
+		if slices.ContainsFunc(slices.Collect(maps.Values(pods)), s.counts) {
+			on++
+		}
+	}
+	return max(n, on)
 }
 
 func (s *setState) obsName() string {

@@ -139,6 +139,25 @@ func TestCheckers(t *testing.T) {
 				pod("a", "u1", "a-old-n2", "n2", "new", true),
 			want: []Invariant{InvUnavailable},
 		},
+		"gates closed for updates in place past the budget": {
+			stream: fleet("a", "u1", "", "1", 3).
+				add(Obs{Pod: &PodObs{Op: OpUpdate, Name: "a-old-n1", UID: "uid-a-old-n1", Set: "a", OwnerUID: "u1", Node: "n1", Hash: "old", GateClosed: true}}).
+				after(time.Second).
+				add(Obs{Pod: &PodObs{Op: OpUpdate, Name: "a-old-n2", UID: "uid-a-old-n2", Set: "a", OwnerUID: "u1", Node: "n2", Hash: "old", GateClosed: true}}),
+			want: []Invariant{InvUnavailable},
+		},
+		"a delete of the soak that never took": {
+			// The set goes on with no deletionTimestamp: its rollout is
+			// checked again, and a delete by someone else is a loss.
+			stream: fleet("a", "u1", "", "1", 3).
+				act(ActObs{Kind: ActDeleteSet, Set: "a", Orphan: true}).
+				after(time.Minute).set("a", "u1", "", "1", 3).
+				terminating("a", "u1", "a-old-n1", "n1", "old").
+				after(time.Second).
+				terminating("a", "u1", "a-old-n2", "n2", "old").
+				add(Obs{Set: &SetObs{Op: OpDelete, Name: "a", UID: "u1"}}),
+			want: []Invariant{InvUnavailable, InvLostSet},
+		},
 		"a surge set deleting an old pod with no new one available": {
 			stream: fleet("s", "u1", "1", "0", 3).terminating("s", "u1", "s-old-n1", "n1", "old"),
 			want:   []Invariant{InvUnavailable},

@@ -54,6 +54,9 @@ type PodObs struct {
 	// ReadySince is when it last turned Ready (as this watch saw it), zero
 	// while it is not Ready.
 	ReadySince time.Time `json:"readySince,omitzero"`
+	// GateClosed: the in-place readiness gate's condition is False, as the
+	// controller writes it just before it patches the pod's images.
+	GateClosed bool `json:"gateClosed,omitempty"`
 }
 
 // Live reports whether the pod counts as one of its set's pods on its

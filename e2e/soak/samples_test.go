@@ -26,6 +26,17 @@ everynode_controller_syncs_total{result="ok"} 12
 	}
 }
 
+func TestSumCounter(t *testing.T) {
+	text := `# TYPE everynode_http_requests_refused_total counter
+everynode_http_requests_refused_total{route="/mutate/daemonset"} 12
+everynode_http_requests_refused_total{route="/validate/daemonset"} 30
+everynode_http_requests_refused_totalx 100
+`
+	if got := SumCounter(text, "everynode_http_requests_refused_total"); got != 42 {
+		t.Errorf("SumCounter = %v, want 42", got)
+	}
+}
+
 func TestSlope(t *testing.T) {
 	xs := []float64{0, 1, 2, 3}
 	if s := Slope(xs, []float64{10, 12, 14, 16}); math.Abs(s-2) > 1e-9 {

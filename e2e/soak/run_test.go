@@ -1,0 +1,65 @@
+package soak
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The bound grows with the slowest set's steps: at 500 nodes, a set of
+// maxUnavailable 1 on a pool of 167 nodes.
+func TestConvergeBound(t *testing.T) {
+	for nodes, want := range map[int]time.Duration{
+		500: 3*time.Minute + 167*4*time.Second,
+		20:  3*time.Minute + 20*4*time.Second, // s06-canary: 5% of 20 is 1 node a step
+		3:   3*time.Minute + 3*4*time.Second,
+	} {
+		if got := ConvergeBound(nodes); got != want {
+			t.Errorf("ConvergeBound(%d) = %s, want %s", nodes, got, want)
+		}
+	}
+}
+
+func TestErrClass(t *testing.T) {
+	gr := schema.GroupResource{Group: "everynode.io", Resource: "daemonsets"}
+	tests := map[string]struct {
+		err  error
+		want string
+	}{
+		"cap":         {errors.New(`Internal error occurred: failed calling webhook "daemonset.mutate.everynode.io": ... 429 Too Many Requests`), "everynode in-flight cap (429)"},
+		"webhook":     {errors.New(`Internal error occurred: failed calling webhook "daemonset.validate.everynode.io": Post "https://localhost:48443/validate/daemonset": dial tcp: connection refused`), "webhook unreachable"},
+		"apiserver":   {errors.New(`Get "https://127.0.0.1:32765/api": dial tcp 127.0.0.1:32765: connect: connection refused`), "kube-apiserver away"},
+		"conflict":    {apierrors.NewConflict(gr, "s00", errors.New("x")), "conflict"},
+		"throttled":   {apierrors.NewTooManyRequests("slow down", 1), "kube-apiserver throttled (429)"},
+		"not found":   {apierrors.NewNotFound(gr, "s00"), "not found"},
+		"timeout":     {fmt.Errorf("wrapped: %w", apierrors.NewTimeoutError("x", 1)), "timeout"},
+		"etcd":        {errors.New("etcdserver: leader changed"), "etcd away"},
+		"unknown":     {errors.New("something else"), "other"},
+		"nil is none": {nil, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := errClass(tc.err); got != tc.want {
+				t.Errorf("errClass = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPartitionPolicy(t *testing.T) {
+	p, b := partitionPolicy("soak-partition-61", []string{"soak-0001", "soak-0007"})
+	if p.Name != b.Name || b.Spec.PolicyName != p.Name {
+		t.Errorf("binding %q of policy %q", b.Spec.PolicyName, p.Name)
+	}
+	if got := p.Spec.Variables[0].Expression; got != `["soak-0001", "soak-0007"]` {
+		t.Errorf("nodes variable %s", got)
+	}
+	if len(p.Spec.Validations) != 4 || !strings.Contains(p.Spec.Validations[0].Expression, "leases") {
+		t.Errorf("validations %+v", p.Spec.Validations)
+	}
+}

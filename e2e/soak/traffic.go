@@ -1,0 +1,734 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	"everynode.io/everynode/placement"
+)
+
+// The traffic: what users and the cluster do to the sets and nodes while
+// the faults happen. Each event runs in a goroutine of its own; events on
+// one set take its lock, so a pause and a template change do not race
+// each other (the schedule already keeps lasting events apart).
+
+// errClass names an error of the API, for the counts of failures: what
+// a fault is expected to cause, and what it is not.
+func errClass(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := strings.ToLower(err.Error())
+	switch {
+	case strings.Contains(msg, "everynode") && (strings.Contains(msg, "429") || strings.Contains(msg, "too many requests")):
+		return "everynode in-flight cap (429)"
+	case strings.Contains(msg, "failed calling webhook"):
+		return "webhook unreachable"
+	case strings.Contains(msg, "everynode") && strings.Contains(msg, "denied"):
+		return "everynode denied"
+	case apierrors.IsTooManyRequests(err):
+		return "kube-apiserver throttled (429)"
+	case apierrors.IsConflict(err):
+		return "conflict"
+	case apierrors.IsNotFound(err):
+		return "not found"
+	case apierrors.IsAlreadyExists(err):
+		return "already exists"
+	case strings.Contains(msg, "connection refused"), strings.Contains(msg, "eof"), strings.Contains(msg, "connection reset"),
+		apierrors.IsServiceUnavailable(err):
+		return "kube-apiserver away"
+	case errors.Is(err, context.DeadlineExceeded), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), strings.Contains(msg, "timeout"):
+		return "timeout"
+	case strings.Contains(msg, "etcdserver"):
+		return "etcd away"
+	}
+	if s := apierrors.ReasonForError(err); s != metav1.StatusReasonUnknown {
+		return string(s)
+	}
+	return "other"
+}
+
+// count adds one done or failed event of kind k.
+func (r *runner) count(k EventKind, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.traffic[k]
+	if st == nil {
+		st = &TrafficStats{Errors: map[string]int{}}
+		r.traffic[k] = st
+	}
+	if err == nil {
+		st.Done++
+		return
+	}
+	st.Failed++
+	st.Errors[errClass(err)]++
+}
+
+func (r *runner) admit(what string, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.admission[what] += n
+}
+
+// retry calls fn until it succeeds, for at most d: the API may be away
+// for a fault.
+func retry(ctx context.Context, d time.Duration, fn func(context.Context) error) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, d, true, func(ctx context.Context) (bool, error) {
+		last = fn(ctx)
+		return last == nil, nil
+	})
+	if last != nil {
+		return last
+	}
+	return err
+}
+
+// doTraffic carries out one traffic event.
+func (r *runner) doTraffic(ctx context.Context, e Event) {
+	var err error
+	var spec SetSpec
+	if e.Set >= 0 {
+		spec = Catalog()[e.Set]
+		r.setLocks[e.Set].Lock()
+		defer r.setLocks[e.Set].Unlock()
+	}
+	switch e.Kind {
+	case TrafficTemplateChange:
+		err = r.changeTemplate(ctx, spec, e.Arg%2 == 1, "")
+	case TrafficRolloutUndo:
+		err = r.undo(ctx, spec)
+	case TrafficPauseResume:
+		if err = retry(ctx, time.Minute, func(ctx context.Context) error { return r.plugin(ctx, "rollout", "pause", spec.Name) }); err == nil {
+			sleep(ctx, e.For)
+			err = retry(ctx, 2*time.Minute, func(ctx context.Context) error { return r.plugin(ctx, "rollout", "resume", spec.Name) })
+		}
+	case TrafficOrphanRecreate:
+		err = r.recreate(ctx, spec, true, e.For)
+	case TrafficSetRecreate:
+		err = r.recreate(ctx, spec, false, e.For)
+	case TrafficStrategyChange:
+		err = r.changeEverynode(ctx, spec, func(ds *everynodev1alpha1.DaemonSet) {
+			ru := ds.Spec.UpdateStrategy.RollingUpdate
+			if ru == nil {
+				return
+			}
+			if spec.Canary {
+				ru.NodeSelector = []*metav1.LabelSelector{
+					{MatchLabels: map[string]string{PoolLabel: "a"}}, {MatchLabels: map[string]string{PoolLabel: "b"}}, nil,
+				}[(e.Arg/10)%3]
+			} else {
+				ru.Partition = ptr.To(intstr.FromString(strconv.Itoa(e.Arg) + "%"))
+			}
+		})
+	case TrafficSizingChange:
+		err = r.changeEverynode(ctx, spec, func(ds *everynodev1alpha1.DaemonSet) {
+			ds.Spec.NodeSizing = SizingRule(SizingFractions[e.Arg%len(SizingFractions)])
+		})
+	case TrafficOnDeleteRoll:
+		err = r.deleteOldPods(ctx, spec, e.N)
+	case TrafficNodeJoin:
+		err = r.joinNodes(ctx, e.N)
+	case TrafficNodeLeave:
+		err = r.leaveNodes(ctx, e)
+	case TrafficNodeUnreachable:
+		err = r.cutOff(ctx, e)
+	case TrafficPlainPods:
+		err = r.plainPods(ctx, e.N)
+	case TrafficDryRun:
+		err = r.dryRuns(ctx, e.N)
+	}
+	r.count(e.Kind, err)
+	if err != nil {
+		r.logf("%s %s: %v", fmtOffset(time.Since(r.start)), e, err)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// nextRev is the set's next template revision number.
+func (r *runner) nextRev(set string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rev[set]++
+	return r.rev[set]
+}
+
+// changeTemplate gives a set a new image ("v<n>", or tag when not ""),
+// or with env a new SOAK_REV only.
+func (r *runner) changeTemplate(ctx context.Context, spec SetSpec, env bool, tag string) error {
+	n := r.nextRev(spec.Name)
+	edit := func(t *corev1.PodTemplateSpec) {
+		c := &t.Spec.Containers[0]
+		switch {
+		case tag != "":
+			c.Image = spec.Image(tag)
+		case env:
+			c.Env = []corev1.EnvVar{{Name: "SOAK_REV", Value: strconv.Itoa(n)}}
+		default:
+			c.Image = spec.Image("v" + strconv.Itoa(n))
+		}
+	}
+	if spec.Kind == KindApps {
+		return r.changeApps(ctx, spec, func(ds *appsv1.DaemonSet) { edit(&ds.Spec.Template) })
+	}
+	return r.changeEverynode(ctx, spec, func(ds *everynodev1alpha1.DaemonSet) { edit(&ds.Spec.Template) })
+}
+
+// changeEverynode applies fn to the newest copy of an everynode set.
+func (r *runner) changeEverynode(ctx context.Context, spec SetSpec, fn func(*everynodev1alpha1.DaemonSet)) error {
+	return retry(ctx, time.Minute, func(ctx context.Context) error {
+		ds, err := r.en.EverynodeV1alpha1().DaemonSets(SetNamespace).Get(ctx, spec.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		fn(ds)
+		_, err = r.en.EverynodeV1alpha1().DaemonSets(SetNamespace).Update(ctx, ds, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// changeApps applies fn to the newest copy of an apps/v1 set.
+func (r *runner) changeApps(ctx context.Context, spec SetSpec, fn func(*appsv1.DaemonSet)) error {
+	return retry(ctx, time.Minute, func(ctx context.Context) error {
+		ds, err := r.kube.AppsV1().DaemonSets(SetNamespace).Get(ctx, spec.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		fn(ds)
+		_, err = r.kube.AppsV1().DaemonSets(SetNamespace).Update(ctx, ds, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// plugin runs `kubectl everynode ARGS -n soak` (bin/kubectl-everynode).
+func (r *runner) plugin(ctx context.Context, args ...string) error {
+	return r.tool(ctx, filepath.Join(r.c.Root, "bin", "kubectl-everynode"), append(args, "-n", SetNamespace)...)
+}
+
+// tool runs a command line tool against the cluster, its output kept for
+// the error.
+func (r *runner) tool(ctx context.Context, bin string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", r.c.Kubeconfig())...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", filepath.Base(bin), strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// undo is `kubectl everynode rollout undo`, or stock kubectl's for an
+// apps/v1 set (everynode answers it under --takeover).
+func (r *runner) undo(ctx context.Context, spec SetSpec) error {
+	if spec.Kind == KindApps {
+		return r.tool(ctx, r.c.Tool("kubectl"), "rollout", "undo", "daemonset/"+spec.Name, "-n", SetNamespace)
+	}
+	return r.plugin(ctx, "rollout", "undo", spec.Name)
+}
+
+// recreate deletes a set (orphaning its pods and revisions, or with
+// cascade), waits for it to be gone, waits pause, and makes it again from
+// the spec it had.
+func (r *runner) recreate(ctx context.Context, spec SetSpec, orphan bool, pause time.Duration) error {
+	policy := metav1.DeletePropagationBackground
+	if orphan {
+		policy = metav1.DeletePropagationOrphan
+	}
+	opts := metav1.DeleteOptions{PropagationPolicy: &policy}
+	var get func(context.Context) error
+	var create func(context.Context) error
+	var del func(context.Context) error
+	if spec.Kind == KindApps {
+		ds, err := r.kube.AppsV1().DaemonSets(SetNamespace).Get(ctx, spec.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		again := spec.Apps(SetNamespace, ds.Spec.Template)
+		again.Spec = *ds.Spec.DeepCopy()
+		del = func(ctx context.Context) error {
+			return r.kube.AppsV1().DaemonSets(SetNamespace).Delete(ctx, spec.Name, opts)
+		}
+		get = func(ctx context.Context) error {
+			_, err := r.kube.AppsV1().DaemonSets(SetNamespace).Get(ctx, spec.Name, metav1.GetOptions{})
+			return err
+		}
+		create = func(ctx context.Context) error {
+			_, err := r.kube.AppsV1().DaemonSets(SetNamespace).Create(ctx, again, metav1.CreateOptions{})
+			return err
+		}
+	} else {
+		ds, err := r.en.EverynodeV1alpha1().DaemonSets(SetNamespace).Get(ctx, spec.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		again := spec.Everynode(SetNamespace, ds.Spec.Template)
+		again.Spec = *ds.Spec.DeepCopy()
+		again.Annotations = ds.Annotations
+		del = func(ctx context.Context) error {
+			return r.en.EverynodeV1alpha1().DaemonSets(SetNamespace).Delete(ctx, spec.Name, opts)
+		}
+		get = func(ctx context.Context) error {
+			_, err := r.en.EverynodeV1alpha1().DaemonSets(SetNamespace).Get(ctx, spec.Name, metav1.GetOptions{})
+			return err
+		}
+		create = func(ctx context.Context) error {
+			_, err := r.en.EverynodeV1alpha1().DaemonSets(SetNamespace).Create(ctx, again, metav1.CreateOptions{})
+			return err
+		}
+	}
+	r.rec.act(ActObs{Kind: ActDeleteSet, Set: spec.Name, Orphan: orphan})
+	if err := retry(ctx, time.Minute, del); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete: %w", err)
+	}
+	// Gone: with orphan, once the garbage collector has orphaned every
+	// pod and revision (the finalizer it removes).
+	if err := retry(ctx, 3*time.Minute, func(ctx context.Context) error {
+		if err := get(ctx); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	}); err != nil {
+		// Not made again over a set still being deleted: the soak stops
+		// the set here, and the report says so.
+		return fmt.Errorf("waiting for the delete: %w", err)
+	}
+	sleep(ctx, pause)
+	r.rec.act(ActObs{Kind: ActCreateSet, Set: spec.Name})
+	// The webhooks may be down for a fault: a set must come back.
+	if err := retry(ctx, 5*time.Minute, func(ctx context.Context) error {
+		err := create(ctx)
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("create again: %w", err)
+	}
+	return nil
+}
+
+// newestHash is the hash of the newest revision of a set (the most
+// recent by number among those it owns).
+func (r *runner) newestHash(ctx context.Context, spec SetSpec) (string, error) {
+	var uid string
+	if spec.Kind == KindApps {
+		ds, err := r.kube.AppsV1().DaemonSets(SetNamespace).Get(ctx, spec.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		uid = string(ds.UID)
+	} else {
+		ds, err := r.en.EverynodeV1alpha1().DaemonSets(SetNamespace).Get(ctx, spec.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		if ds.Status.UpdateRevision != "" && ds.Status.ObservedGeneration >= ds.Generation {
+			return ds.Status.UpdateRevision, nil
+		}
+		uid = string(ds.UID)
+	}
+	// Every revision of the namespace: whether a revision carries its
+	// set's labels is the controller's business, its owner is not.
+	revs, err := r.kube.AppsV1().ControllerRevisions(SetNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	var best *appsv1.ControllerRevision
+	for i := range revs.Items {
+		cr := &revs.Items[i]
+		if ref := metav1.GetControllerOf(cr); ref != nil && string(ref.UID) == uid && (best == nil || cr.Revision > best.Revision) {
+			best = cr
+		}
+	}
+	if best == nil {
+		return "", fmt.Errorf("no revision of %s yet", spec.Name)
+	}
+	return best.Labels[appsv1.DefaultDaemonSetUniqueLabelKey], nil
+}
+
+// deleteOldPods deletes up to n live pods of an OnDelete set that do not
+// run its newest revision, as a user rolls such a set (n < 0: all).
+func (r *runner) deleteOldPods(ctx context.Context, spec SetSpec, n int) error {
+	hash, err := r.newestHash(ctx, spec)
+	if err != nil {
+		return err
+	}
+	pods, err := r.kube.CoreV1().Pods(SetNamespace).List(ctx, metav1.ListOptions{LabelSelector: SetLabel + "=" + spec.Name})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range pods.Items {
+		if n == 0 {
+			break
+		}
+		if p.DeletionTimestamp != nil || p.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] == hash {
+			continue
+		}
+		r.rec.act(ActObs{Kind: ActDeletePod, Set: spec.Name, Name: p.Name})
+		if err := r.kube.CoreV1().Pods(SetNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+		n--
+	}
+	return errors.Join(errs...)
+}
+
+// nodeInfo is one of the soak's nodes as the soak knows it.
+type nodeInfo struct {
+	name, pool string
+	joined     bool
+}
+
+// poolSizes are the nodes' sizes by pool, so nodeSizing gives each pool
+// its own values.
+var poolSizes = map[string]string{"a": "16", "b": "32", "c": "64"}
+
+// makeNode creates one kwok node of the soak (kwok makes it Ready).
+func (r *runner) makeNode(ctx context.Context, name, pool string) error {
+	cpu := resource.MustParse(poolSizes[pool])
+	alloc := corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: resource.MustParse(poolSizes[pool] + "Gi"),
+		corev1.ResourcePods: resource.MustParse("110")}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{"type": "kwok", corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
+				NodeLabel: "true", PoolLabel: pool},
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+		},
+		Status: corev1.NodeStatus{Allocatable: alloc, Capacity: alloc.DeepCopy()},
+	}
+	_, err := r.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// joinNodes adds n nodes, dealt to the pools in turn.
+func (r *runner) joinNodes(ctx context.Context, n int) error {
+	var errs []error
+	for range n {
+		r.mu.Lock()
+		r.nodeSeq++
+		name, pool := fmt.Sprintf("soak-join-%04d", r.nodeSeq), Pools[r.nodeSeq%len(Pools)]
+		r.mu.Unlock()
+		if err := r.makeNode(ctx, name, pool); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.mu.Lock()
+		r.nodes = append(r.nodes, nodeInfo{name: name, pool: pool, joined: true})
+		r.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// pickNodes takes n nodes that are neither cut off nor leaving: with a
+// random source of the event (seed and time), from the newest joined
+// first for a leave, at random among all for a cut-off.
+func (r *runner) pickNodes(e Event, n int, newestFirst bool) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var free []string
+	for i := len(r.nodes) - 1; i >= 0; i-- {
+		nd := r.nodes[i]
+		if !r.busyNodes[nd.name] {
+			free = append(free, nd.name)
+		}
+	}
+	// Never more than a third of the nodes away at once, so no pool
+	// empties.
+	n = min(n, max(0, len(free)-len(r.nodes)*2/3))
+	if !newestFirst {
+		rng := rand.New(rand.NewPCG(uint64(r.o.Seed), uint64(e.At)))
+		rng.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	}
+	out := free[:n]
+	for _, name := range out {
+		r.busyNodes[name] = true
+	}
+	return slices.Clone(out)
+}
+
+func (r *runner) freeNodes(names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range names {
+		delete(r.busyNodes, n)
+	}
+}
+
+// leaveNodes takes nodes away as Karpenter does: tainted disrupted
+// (leaving: their pods stay to the end), then deleted.
+func (r *runner) leaveNodes(ctx context.Context, e Event) error {
+	names := r.pickNodes(e, e.N, true)
+	if len(names) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, name := range names {
+		r.rec.act(ActObs{Kind: ActNodeLeave, Name: name})
+		err := retry(ctx, time.Minute, func(ctx context.Context) error {
+			n, err := r.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: placement.TaintKarpenterDisrupted, Effect: corev1.TaintEffectNoSchedule})
+			_, err = r.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
+		errs = append(errs, err)
+	}
+	sleep(ctx, 10*time.Second)
+	for _, name := range names {
+		err := retry(ctx, time.Minute, func(ctx context.Context) error {
+			err := r.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+		errs = append(errs, err)
+	}
+	r.mu.Lock()
+	r.nodes = slices.DeleteFunc(r.nodes, func(n nodeInfo) bool { return slices.Contains(names, n.name) })
+	r.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// cutOff cuts nodes off from kube-apiserver for e.For, as a network
+// partition cuts their kubelets off: the ValidatingAdmissionPolicy of
+// e2e/lifecycle_test.go refuses what only kwok writes for them (Lease
+// renewals, Ready node and pod statuses, the final delete of a pod).
+// kube-controller-manager's node lifecycle controller then marks them
+// unreachable after its grace (40 s here).
+func (r *runner) cutOff(ctx context.Context, e Event) error {
+	nodes := r.pickNodes(e, e.N, false)
+	if len(nodes) == 0 {
+		return nil
+	}
+	defer r.freeNodes(nodes)
+	name := fmt.Sprintf("soak-partition-%d", e.At/time.Second)
+	policy, binding := partitionPolicy(name, nodes)
+	r.rec.act(ActObs{Kind: ActCutOff, Nodes: nodes})
+	adm := r.kube.AdmissionregistrationV1()
+	if err := retry(ctx, time.Minute, func(ctx context.Context) error {
+		_, err := adm.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	err := retry(ctx, time.Minute, func(ctx context.Context) error {
+		_, err := adm.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	if err == nil {
+		sleep(ctx, e.For)
+	}
+	// Healed whatever happened, and whatever the context says: a
+	// partition left behind would outlive the run.
+	heal := context.WithoutCancel(ctx)
+	errs := []error{err}
+	errs = append(errs, retry(heal, 3*time.Minute, func(ctx context.Context) error {
+		err := adm.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}), retry(heal, 3*time.Minute, func(ctx context.Context) error {
+		err := adm.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}))
+	r.rec.act(ActObs{Kind: ActHeal, Nodes: nodes})
+	return errors.Join(errs...)
+}
+
+// partitionPolicy is e2e/lifecycle_test.go's partition, for nodes.
+func partitionPolicy(name string, nodes []string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	quoted := make([]string, len(nodes))
+	for i, n := range nodes {
+		quoted[i] = strconv.Quote(n)
+	}
+	readyTrue := "exists(c, c.type == 'Ready' && c.status == 'True')"
+	rule := func(op admissionv1.OperationType, group string, resources ...string) admissionv1.NamedRuleWithOperations {
+		return admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{op},
+			Rule: admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: resources}}}
+	}
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Ignore),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{
+				rule(admissionv1.Update, "coordination.k8s.io", "leases"),
+				rule(admissionv1.Update, "", "nodes/status", "pods/status"),
+				rule(admissionv1.Delete, "", "pods"),
+			}},
+			Variables: []admissionv1.Variable{{Name: "nodes", Expression: "[" + strings.Join(quoted, ", ") + "]"}},
+			Validations: []admissionv1.Validation{
+				{Expression: "request.resource.resource != 'leases' || !(object.metadata.name in variables.nodes)", Message: "partitioned: lease renewal"},
+				{Expression: "request.resource.resource != 'nodes' || !(object.metadata.name in variables.nodes) || !has(object.status.conditions) || !object.status.conditions." + readyTrue, Message: "partitioned: node heartbeat"},
+				{Expression: "request.resource.resource != 'pods' || request.operation != 'UPDATE' || !has(object.spec.nodeName) || !(object.spec.nodeName in variables.nodes) || !has(object.status.conditions) || !object.status.conditions." + readyTrue, Message: "partitioned: pod status"},
+				{Expression: "request.resource.resource != 'pods' || request.operation != 'DELETE' || !has(oldObject.spec.nodeName) || !(oldObject.spec.nodeName in variables.nodes) || !has(oldObject.metadata.deletionTimestamp)", Message: "partitioned: pod deletion confirmed"},
+			},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
+	}
+	return policy, binding
+}
+
+// plainPod is an ordinary pod of the traffic: no daemon label, so no
+// everynode webhook sees it, and no marker resource, so kube-scheduler
+// never calls everynode's extender for it.
+func plainPod(name, batch string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: PlainNamespace, Labels: map[string]string{PlainLabel: batch}},
+		Spec: corev1.PodSpec{
+			NodeSelector:                  map[string]string{NodeLabel: "true"},
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}}},
+		},
+	}
+}
+
+// refused records a create of an ordinary pod that failed: invariant 3
+// if everynode is named in the answer.
+func (r *runner) refused(name string, dryRun bool, err error) {
+	if !mentionsEverynode(err.Error()) {
+		r.admit("ordinary pods refused, not by everynode ("+errClass(err)+")", 1)
+		return
+	}
+	r.admit("ordinary pods refused by everynode", 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.violations = append(r.violations, Violation{At: time.Now(), Invariant: InvAdmission,
+		Message: fmt.Sprintf("an ordinary pod create (dry run %t) was refused: %v", dryRun, err), Objects: []string{"pod " + PlainNamespace + "/" + name}})
+}
+
+// plainPods creates n ordinary pods, waits for them to be bound (a
+// minute at most), and deletes them.
+func (r *runner) plainPods(ctx context.Context, n int) error {
+	r.mu.Lock()
+	r.plainSeq++
+	batch := fmt.Sprintf("b%05d", r.plainSeq)
+	r.mu.Unlock()
+	var created []string
+	for i := range n {
+		name := fmt.Sprintf("plain-%s-%02d", batch, i)
+		if _, err := r.kube.CoreV1().Pods(PlainNamespace).Create(ctx, plainPod(name, batch), metav1.CreateOptions{}); err != nil {
+			r.refused(name, false, err)
+			continue
+		}
+		created = append(created, name)
+	}
+	r.admit("ordinary pods created", len(created))
+	defer func() {
+		_ = retry(context.WithoutCancel(ctx), time.Minute, func(ctx context.Context) error {
+			return r.kube.CoreV1().Pods(PlainNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
+				metav1.ListOptions{LabelSelector: PlainLabel + "=" + batch})
+		})
+	}()
+	if len(created) == 0 {
+		return nil
+	}
+	start := time.Now()
+	err := retry(ctx, time.Minute, func(ctx context.Context) error {
+		list, err := r.kube.CoreV1().Pods(PlainNamespace).List(ctx, metav1.ListOptions{LabelSelector: PlainLabel + "=" + batch})
+		if err != nil {
+			return err
+		}
+		bound := 0
+		for _, p := range list.Items {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		if bound < len(created) {
+			return fmt.Errorf("%d of %d ordinary pods bound", bound, len(created))
+		}
+		return nil
+	})
+	if err == nil {
+		r.admit("ordinary pods bound", len(created))
+		r.mu.Lock()
+		r.bindWaits = append(r.bindWaits, time.Since(start))
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// dryRuns sends n server-side dry-run creates: sets (through everynode's
+// webhooks: they may fail while everynode is down) and ordinary pods
+// (never through them: they must not fail for everynode).
+func (r *runner) dryRuns(ctx context.Context, n int) error {
+	cat := Catalog()
+	dry := []string{metav1.DryRunAll}
+	var errs []error
+	for i := range n {
+		if i%2 == 0 {
+			spec := cat[(i/2)%16] // the everynode sets come first
+			ds := spec.Everynode(SetNamespace, spec.Template("v1", 1))
+			ds.Name, ds.GenerateName = "", "dry-"
+			ds.Spec.StartAfter = nil
+			_, err := r.en.EverynodeV1alpha1().DaemonSets(SetNamespace).Create(ctx, ds, metav1.CreateOptions{DryRun: dry})
+			if err != nil {
+				r.admit("set dry runs failed ("+errClass(err)+")", 1)
+				errs = append(errs, err)
+			} else {
+				r.admit("set dry runs admitted", 1)
+			}
+			continue
+		}
+		p := plainPod("", "dry")
+		p.GenerateName = "dry-"
+		if _, err := r.kube.CoreV1().Pods(PlainNamespace).Create(ctx, p, metav1.CreateOptions{DryRun: dry}); err != nil {
+			r.refused("(dry run)", true, err)
+			errs = append(errs, err)
+		} else {
+			r.admit("ordinary pod dry runs admitted", 1)
+		}
+	}
+	return errors.Join(errs...)
+}

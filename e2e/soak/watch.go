@@ -1,0 +1,263 @@
+package soak
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
+	versioned "everynode.io/everynode/client/clientset/versioned"
+	enformers "everynode.io/everynode/client/informers/externalversions"
+	"everynode.io/everynode/placement"
+)
+
+// recorder turns what the informers see, and what the soak does, into
+// records: each is fed to the checker and appended to a JSON-lines file,
+// under one lock, so both see one order.
+type recorder struct {
+	mu      sync.Mutex
+	checker *Checker
+	file    *os.File
+	out     *bufio.Writer
+	n       int
+	// readySince is when each pod (by UID) turned Ready as seen here;
+	// seen says it was seen before, so that a pod first listed already
+	// Ready keeps its condition's time.
+	readySince map[string]time.Time
+	seen       map[string]bool
+	// serving is each node's last recorded state: a node is recorded
+	// when it changes, not at every heartbeat.
+	serving map[string]string
+}
+
+func newRecorder(path string) (*recorder, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &recorder{checker: NewChecker(), file: f, out: bufio.NewWriterSize(f, 1<<20),
+		readySince: map[string]time.Time{}, seen: map[string]bool{}, serving: map[string]string{}}, nil
+}
+
+// record stamps o with the time and feeds it on.
+func (r *recorder) record(o Obs) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recordLocked(o)
+}
+
+func (r *recorder) recordLocked(o Obs) {
+	o.At = time.Now()
+	r.checker.Observe(o)
+	_ = WriteObs(r.out, o)
+	r.n++
+}
+
+// act records something the soak is about to do.
+func (r *recorder) act(a ActObs) { r.record(Obs{Act: &a}) }
+
+// violations are the checker's so far.
+func (r *recorder) violations() []Violation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.checker.Violations()
+}
+
+func (r *recorder) close() (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.out.Flush(); err != nil {
+		return r.n, err
+	}
+	return r.n, r.file.Close()
+}
+
+// watch starts the informers of the soak's pods, sets of both kinds,
+// revisions and nodes, and returns once their caches are filled.
+func (r *recorder) watch(ctx context.Context, kube kubernetes.Interface, en versioned.Interface) error {
+	inNS := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(SetNamespace))
+	nodes := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = NodeLabel + "=true"
+	}))
+	ens := enformers.NewSharedInformerFactoryWithOptions(en, 0, enformers.WithNamespace(SetNamespace))
+
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		fn  func(Op, any)
+	}{
+		{inNS.Core().V1().Pods().Informer(), r.pod},
+		{inNS.Apps().V1().DaemonSets().Informer(), r.appsSet},
+		{inNS.Apps().V1().ControllerRevisions().Informer(), r.revision},
+		{ens.Everynode().V1alpha1().DaemonSets().Informer(), r.everynodeSet},
+		{nodes.Core().V1().Nodes().Informer(), r.node},
+	}
+	for _, h := range handlers {
+		fn := h.fn
+		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { fn(OpAdd, obj) },
+			UpdateFunc: func(_, obj any) { fn(OpUpdate, obj) },
+			DeleteFunc: func(obj any) {
+				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = t.Obj
+				}
+				fn(OpDelete, obj)
+			},
+		}); err != nil {
+			return err
+		}
+	}
+	for _, f := range []interface{ Start(<-chan struct{}) }{inNS, nodes, ens} {
+		f.Start(ctx.Done())
+	}
+	for _, h := range handlers {
+		if !cache.WaitForCacheSync(ctx.Done(), h.inf.HasSynced) {
+			return fmt.Errorf("the soak's informers did not sync")
+		}
+	}
+	return nil
+}
+
+func (r *recorder) pod(op Op, obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || p.Labels[SetLabel] == "" {
+		return
+	}
+	o := &PodObs{Op: op, Name: p.Name, UID: string(p.UID), Set: p.Labels[SetLabel], Hash: p.Labels[appsv1.DefaultDaemonSetUniqueLabelKey],
+		Terminating: p.DeletionTimestamp != nil, Finished: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		o.OwnerUID = string(ref.UID)
+	}
+	o.Node = p.Annotations[everynodev1alpha1.AnnotationTargetNode]
+	if o.Node == "" {
+		o.Node = p.Spec.NodeName
+	}
+	var ready *corev1.PodCondition
+	for i := range p.Status.Conditions {
+		switch c := &p.Status.Conditions[i]; {
+		case c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue:
+			ready = c
+		case c.Type == everynodev1alpha1.ConditionInPlaceUpdateReady && c.Status == corev1.ConditionFalse:
+			o.GateClosed = true
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	uid := string(p.UID)
+	switch {
+	case op == OpDelete:
+		delete(r.readySince, uid)
+		delete(r.seen, uid)
+	case ready == nil:
+		r.readySince[uid] = time.Time{}
+	case r.readySince[uid].IsZero():
+		// Turned Ready now, or was Ready when first listed.
+		since := time.Now()
+		if !r.seen[uid] && !ready.LastTransitionTime.IsZero() {
+			since = ready.LastTransitionTime.Time
+		}
+		r.readySince[uid] = since
+	}
+	if op != OpDelete {
+		r.seen[uid] = true
+		o.ReadySince = r.readySince[uid]
+	}
+	r.recordLocked(Obs{Pod: o})
+}
+
+func (r *recorder) everynodeSet(op Op, obj any) {
+	ds, ok := obj.(*everynodev1alpha1.DaemonSet)
+	if !ok {
+		return
+	}
+	st := placement.UpdateStrategy(ds)
+	r.record(Obs{Set: &SetObs{Op: op, Name: ds.Name, UID: string(ds.UID), Kind: KindEverynode,
+		Generation: ds.Generation, ObservedGeneration: ds.Status.ObservedGeneration,
+		Desired: ds.Status.DesiredNumberScheduled, Updated: ds.Status.UpdatedNumberScheduled, Available: ds.Status.NumberAvailable,
+		UpdateRevision: ds.Status.UpdateRevision, OnDelete: !st.RollingUpdate(),
+		MaxSurge: st.MaxSurge.String(), MaxUnavailable: st.MaxUnavailable.String(), MinReadySeconds: ds.Spec.MinReadySeconds,
+		Deleting: ds.DeletionTimestamp != nil}})
+}
+
+func (r *recorder) appsSet(op Op, obj any) {
+	ds, ok := obj.(*appsv1.DaemonSet)
+	if !ok || ds.Labels[SetLabel] == "" {
+		return
+	}
+	o := &SetObs{Op: op, Name: ds.Name, UID: string(ds.UID), Kind: KindApps,
+		Generation: ds.Generation, ObservedGeneration: ds.Status.ObservedGeneration,
+		Desired: ds.Status.DesiredNumberScheduled, Updated: ds.Status.UpdatedNumberScheduled, Available: ds.Status.NumberAvailable,
+		MaxSurge: "0", MaxUnavailable: "1", MinReadySeconds: ds.Spec.MinReadySeconds, Deleting: ds.DeletionTimestamp != nil}
+	if ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
+		o.OnDelete = true
+	} else if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+		if ru.MaxSurge != nil {
+			o.MaxSurge = ru.MaxSurge.String()
+		}
+		if ru.MaxUnavailable != nil {
+			o.MaxUnavailable = ru.MaxUnavailable.String()
+		}
+	}
+	r.record(Obs{Set: o})
+}
+
+func (r *recorder) revision(op Op, obj any) {
+	cr, ok := obj.(*appsv1.ControllerRevision)
+	if !ok {
+		return
+	}
+	o := &RevObs{Op: op, Name: cr.Name, Set: cr.Labels[SetLabel], Hash: cr.Labels[appsv1.DefaultDaemonSetUniqueLabelKey]}
+	if o.Set == "" {
+		o.Set = setOf(cr.Name)
+	}
+	if ref := metav1.GetControllerOf(cr); ref != nil {
+		o.OwnerUID = string(ref.UID)
+	}
+	if o.Set == "" {
+		return
+	}
+	r.record(Obs{Rev: o})
+}
+
+// nodeServing is whether a node takes part in rollouts, and why not: the
+// lifecycle rule of placement (no set of the soak changes it), and Ready.
+func nodeServing(n *corev1.Node) (bool, string) {
+	l := placement.Lifecycle{UnreachableAfter: placement.DefaultUnreachableAfterSeconds * time.Second}
+	if ph := l.Classify(n, time.Now()); ph.Class != placement.NodeServing {
+		return false, ph.Class.String() + ": " + ph.Reason
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			return true, ""
+		}
+	}
+	return false, "not Ready"
+}
+
+func (r *recorder) node(op Op, obj any) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	serving, why := nodeServing(n)
+	if op == OpDelete {
+		serving, why = false, "deleted"
+	}
+	state := fmt.Sprintf("%t %s", serving, why)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.serving[n.Name] == state && op != OpDelete {
+		return
+	}
+	r.serving[n.Name] = state
+	r.recordLocked(Obs{Node: &NodeObs{Op: op, Name: n.Name, Serving: serving, Why: why}})
+}
