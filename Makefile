@@ -23,7 +23,7 @@ image: build ## everynode's container image without Docker: bin/everynode-image.
 test: ## Unit tests (hermetic, with the race detector)
 	go test $(GO_TEST_FLAGS) ./...
 	cd bench && go test $(GO_TEST_FLAGS) ./...
-	cd e2e && go test $(GO_TEST_FLAGS) ./cluster/... ./cmd/...
+	cd e2e && go test $(GO_TEST_FLAGS) ./cluster/... ./cmd/... ./soak/...
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, clientset, listers, informers and the CRD
@@ -107,6 +107,14 @@ bench-resize: tools build ## Every pod's cpu request doubled: recreate (upstream
 .PHONY: bench-takeover
 bench-takeover: tools build ## One apps/v1 set by kube-controller-manager and by everynode --takeover, alternated (NODES=1000)
 	BENCH_ARGS="--scenario=takeover $(BENCH_ARGS)" e2e/hack/cluster.sh bench
+
+.PHONY: soak
+soak: tools build ## Random overlapping faults and traffic on two replicas for DURATION (60m) on NODES (500), invariants checked; SEED=n replays a run (e2e/soak/README.md)
+	SEED=$(SEED) DURATION=$(DURATION) NODES=$(NODES) e2e/hack/cluster.sh soak
+
+.PHONY: soak-smoke
+soak-smoke: tools build ## The soak's 3-minute fixed-seed run on 20 nodes (not yet part of check)
+	SOAK_SMOKE=1 NODES=$(NODES) e2e/hack/cluster.sh soak
 
 .PHONY: fuzz
 fuzz: ## Every fuzz target for FUZZTIME (30s) from its corpus in testdata/fuzz; SAVE=1 keeps what it finds

@@ -15,9 +15,9 @@ import (
 )
 
 // The drivers: verbs that run a whole session on a cluster of their own
-// (`make e2e`, `make demo`, `make conformance`, `make bench*`), where the
-// other verbs each do one step. Each takes its settings from the
-// environment, as the Makefile and the docs pass them.
+// (`make e2e`, `make demo`, `make conformance`, `make bench*`, `make
+// soak*`), where the other verbs each do one step. Each takes its
+// settings from the environment, as the Makefile and the docs pass them.
 
 // driver runs one session in the checkout root with the verb's arguments.
 type driver func(ctx context.Context, root string, args []string) error
@@ -28,6 +28,7 @@ var drivers = map[string]driver{
 	"demo":          runDemo,
 	"conformance":   runConformance,
 	"bench":         runBench,
+	"soak":          runSoak,
 }
 
 // toolEnv makes the environment every tool a driver runs gets: the

@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"everynode.io/e2e/soak"
+)
 
 // The drivers read their settings from the environment as the scripts
 // they replace did.
@@ -34,5 +39,40 @@ func TestEnv(t *testing.T) {
 		if err := conformanceNodes(n); (err == nil) != ok {
 			t.Errorf("conformanceNodes(%d) = %v", n, err)
 		}
+	}
+}
+
+// The soak's settings: a replay takes SEED, DURATION and NODES; the
+// smoke run is fixed whatever they say.
+func TestSoakOptions(t *testing.T) {
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	t.Setenv("SOAK_SMOKE", "")
+	t.Setenv("SOAK_OUT", "")
+	t.Setenv("SEED", "")
+	t.Setenv("DURATION", "")
+	t.Setenv("NODES", "")
+	o, err := soakOptions("/repo", now)
+	if err != nil || o.Seed != soak.NewSeed(now) || o.Duration != time.Hour || o.Nodes != 500 || o.Out != "/repo/e2e/soak/results" || o.Smoke {
+		t.Errorf("defaults: %+v, %v", o, err)
+	}
+	t.Setenv("SEED", "1234")
+	t.Setenv("DURATION", "90m")
+	t.Setenv("NODES", "50")
+	if o, err := soakOptions("/repo", now); err != nil || o.Seed != 1234 || o.Duration != 90*time.Minute || o.Nodes != 50 {
+		t.Errorf("replay: %+v, %v", o, err)
+	}
+	t.Setenv("SOAK_SMOKE", "1")
+	t.Setenv("NODES", "")
+	if o, err := soakOptions("/repo", now); err != nil || !o.Smoke || o.Seed != soak.SmokeSeed || o.Duration != soak.SmokeDuration || o.Nodes != 20 || o.Out != "" {
+		t.Errorf("smoke: %+v, %v", o, err)
+	}
+	t.Setenv("SOAK_SMOKE", "")
+	for env, v := range map[string]string{"SEED": "x", "DURATION": "10s", "NODES": "2"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, v)
+			if _, err := soakOptions("/repo", now); err == nil {
+				t.Errorf("%s=%s accepted", env, v)
+			}
+		})
 	}
 }

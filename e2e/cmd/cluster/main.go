@@ -2,7 +2,8 @@
 // local cluster (package everynode.io/e2e/cluster) for `make cluster`,
 // and drives the sessions on a cluster of their own: `make e2e` (e2e.go),
 // `make e2e-real-node` (realnode.go), `make demo` (demo.go), `make
-// conformance` (conformance.go) and `make bench*` (bench.go). e2e/hack/cluster.sh builds and runs it; building the
+// conformance` (conformance.go), `make bench*` (bench.go) and `make
+// soak*` (soak.go). e2e/hack/cluster.sh builds and runs it; building the
 // tools stays in e2e/hack/tools.sh.
 //
 // Usage: cluster VERB [ARGS], with CLUSTER_NAME naming the cluster
@@ -47,7 +48,9 @@ sessions, each on a cluster of its own (settings from the environment):
   e2e-real-node  the scenarios of e2e/realnode on a cluster with a kubelet node
   demo           the newcomer's tour
   conformance    upstream's DaemonSet e2e specs (MODE=takeover|upstream)
-  bench          everynode against kube-controller-manager (bench/)`
+  bench          everynode against kube-controller-manager (bench/)
+  soak           random faults and traffic, invariants checked (e2e/soak; SEED, DURATION, NODES, SOAK_SMOKE)
+  soak check F   the soak's checkers again over a run's records`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
