@@ -168,7 +168,11 @@ func Run(ctx context.Context, c *cluster.Cluster, o Options) (*Result, error) {
 	r.runSchedule(ctx, sched)
 	res.End = time.Now()
 
-	conv := r.releaseAndConverge(ctx)
+	interrupted := ctx.Err()
+	var conv Convergence
+	if interrupted == nil {
+		conv = r.releaseAndConverge(ctx)
+	}
 	stopSampling()
 	sampling.Wait()
 
@@ -191,7 +195,7 @@ func Run(ctx context.Context, c *cluster.Cluster, o Options) (*Result, error) {
 	// convergence's, the audit log's, the growth's.
 	vs := r.rec.violations()
 	vs = append(vs, r.violations...)
-	if conv.Converged.IsZero() {
+	if interrupted == nil && conv.Converged.IsZero() {
 		vs = append(vs, Violation{At: time.Now(), Invariant: InvConvergence,
 			Message: fmt.Sprintf("the sets did not converge within %s of the release", conv.Bound), Objects: conv.NotConverged})
 	}
@@ -208,6 +212,10 @@ func Run(ctx context.Context, c *cluster.Cluster, o Options) (*Result, error) {
 
 	if err := r.write(res); err != nil {
 		r.logf("writing the report: %v", err)
+	}
+	if interrupted != nil {
+		return res, fmt.Errorf("interrupted at +%s (the report is partial; %d violations so far): %w",
+			res.End.Sub(res.Start).Round(time.Second), len(vs), interrupted)
 	}
 	if len(vs) > 0 {
 		fmt.Fprintf(o.Log, "\n%d invariant violations. Seed %d; replay: %s\n\nfault timeline:\n%s\nviolations:\n", len(vs), o.Seed, res.Replay(), res.Timeline())
@@ -503,6 +511,17 @@ func (r *runner) releaseAndConverge(ctx context.Context) Convergence {
 	r.say("releasing the sets")
 	for i, s := range Catalog() {
 		r.setLocks[i].Lock()
+		// A set the traffic failed to make again (its delete outlasted
+		// the wait, or the API stayed away) is made here: its absence is
+		// the soak's doing, not the controller's, and the report says so.
+		if _, err := r.setStatus(ctx, s); apierrors.IsNotFound(err) {
+			r.logf("release: %s is missing; making it again", s.Name)
+			r.rec.act(ActObs{Kind: ActCreateSet, Set: s.Name})
+			r.admit("sets the traffic left missing, made again at the release", 1)
+			if err := retry(ctx, 2*time.Minute, func(ctx context.Context) error { return r.createSet(ctx, s) }); err != nil {
+				r.logf("release %s: %v", s.Name, err)
+			}
+		}
 		n := r.nextRev(s.Name)
 		image := s.Image(fmt.Sprintf("v%d", n))
 		var err error

@@ -38,6 +38,8 @@ type recorder struct {
 	// serving is each node's last recorded state: a node is recorded
 	// when it changes, not at every heartbeat.
 	serving map[string]string
+	// closed: the run is over; the informers may still call.
+	closed bool
 }
 
 func newRecorder(path string) (*recorder, error) {
@@ -57,6 +59,9 @@ func (r *recorder) record(o Obs) {
 }
 
 func (r *recorder) recordLocked(o Obs) {
+	if r.closed {
+		return
+	}
 	o.At = time.Now()
 	r.checker.Observe(o)
 	_ = WriteObs(r.out, o)
@@ -76,6 +81,7 @@ func (r *recorder) violations() []Violation {
 func (r *recorder) close() (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.closed = true
 	if err := r.out.Flush(); err != nil {
 		return r.n, err
 	}
