@@ -3,7 +3,6 @@ package soak
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -392,8 +391,11 @@ func (c *Checker) desired(s *setState) int {
 	}
 	on := 0
 	for _, pods := range c.byNode[s.obsName()] {
-		if slices.ContainsFunc(slices.Collect(maps.Values(pods)), s.counts) {
-			on++
+		for _, q := range pods {
+			if s.counts(q) {
+				on++
+				break
+			}
 		}
 	}
 	return max(n, on)

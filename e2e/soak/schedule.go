@@ -279,7 +279,8 @@ func margins(d time.Duration) (from, to time.Duration) {
 
 // Generate makes the schedule of a soak of duration d from seed. It is a
 // pure function: the same seed and duration give the same schedule
-// (math/rand/v2's PCG, whose output Go keeps stable).
+// (math/rand/v2's PCG; the schedule is certain to be the same when the
+// replay is built with the same Go release).
 //
 // Faults: every kind once, at spread-out times; storms of two or three
 // kinds starting within seconds of each other (one per 10 minutes, at
