@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -35,6 +36,10 @@ type recorder struct {
 	// Ready keeps its condition's time.
 	readySince map[string]time.Time
 	seen       map[string]bool
+	// readyLTT is the Ready condition's lastTransitionTime last seen: a
+	// new one on a pod still Ready says it was not Ready in between (a
+	// watch broken by a kube-apiserver restart shows only the end).
+	readyLTT map[string]time.Time
 	// serving is each node's last recorded state: a node is recorded
 	// when it changes, not at every heartbeat.
 	serving map[string]string
@@ -47,8 +52,15 @@ func newRecorder(path string) (*recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &recorder{checker: NewChecker(), file: f, out: bufio.NewWriterSize(f, 1<<20),
-		readySince: map[string]time.Time{}, seen: map[string]bool{}, serving: map[string]string{}}, nil
+	r := newRecorderTo(f)
+	r.file = f
+	return r, nil
+}
+
+// newRecorderTo is a recorder writing to w (close does not close it).
+func newRecorderTo(w io.Writer) *recorder {
+	return &recorder{checker: NewChecker(), out: bufio.NewWriterSize(w, 1<<20),
+		readySince: map[string]time.Time{}, seen: map[string]bool{}, readyLTT: map[string]time.Time{}, serving: map[string]string{}}
 }
 
 // record stamps o with the time and feeds it on.
@@ -82,7 +94,7 @@ func (r *recorder) close() (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	if err := r.out.Flush(); err != nil {
+	if err := r.out.Flush(); err != nil || r.file == nil {
 		return r.n, err
 	}
 	return r.n, r.file.Close()
@@ -163,15 +175,18 @@ func (r *recorder) pod(op Op, obj any) {
 	case op == OpDelete:
 		delete(r.readySince, uid)
 		delete(r.seen, uid)
+		delete(r.readyLTT, uid)
 	case ready == nil:
 		r.readySince[uid] = time.Time{}
-	case r.readySince[uid].IsZero():
-		// Turned Ready now, or was Ready when first listed.
+	case r.readySince[uid].IsZero() || !ready.LastTransitionTime.Time.Equal(r.readyLTT[uid]):
+		// Turned Ready now (or again: a new transition time), or was
+		// Ready when first listed.
 		since := time.Now()
 		if !r.seen[uid] && !ready.LastTransitionTime.IsZero() {
 			since = ready.LastTransitionTime.Time
 		}
 		r.readySince[uid] = since
+		r.readyLTT[uid] = ready.LastTransitionTime.Time
 	}
 	if op != OpDelete {
 		r.seen[uid] = true
