@@ -200,8 +200,10 @@ func (c *Controller) snapshot(ctx context.Context, ds *everynodev1alpha1.DaemonS
 	if getErr != nil {
 		return nil, fmt.Errorf("get ControllerRevision %s after conflict: %w", rev.Name, getErr)
 	}
-	if ref := placement.ControllerRef(existing); ref != nil && ref.UID == ds.UID && revision.MatchData(rev.Data.Raw, existing.Data.Raw) {
+	if ref := c.sets.ownerRef(existing); ref != nil && ref.UID == ds.UID && revision.MatchData(rev.Data.Raw, existing.Data.Raw) {
 		// Ours, made by an earlier sync the informer has not shown yet.
+		// The owner is of the set's own kind: an apps/v1 set's revisions
+		// name the apps/v1 set.
 		return existing, nil
 	}
 	// A true collision. Raise the count on a fresh copy so a stale cache

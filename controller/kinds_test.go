@@ -24,6 +24,7 @@ import (
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	everynodefake "everynode.io/everynode/client/clientset/versioned/fake"
 	"everynode.io/everynode/placement"
+	"everynode.io/everynode/placement/revision"
 )
 
 // upstreamPatch is k8s.io/kubernetes/pkg/controller/daemon's getPatch,
@@ -241,4 +242,53 @@ func actions(kube *kubefake.Clientset, verb, resource, sub string) []clienttesti
 		}
 	}
 	return out
+}
+
+// A revision of an apps/v1 set that the API server has and the cache does
+// not show yet (the sync right after the one that made it) is the set's
+// own, not a name collision: its owner is the apps/v1 set. Counted as a
+// collision, each sync raised collisionCount, which changes the hash, made
+// a revision under the new name and replaced pods, for as long as the
+// revision cache lagged (found by the soak after a kube-apiserver restart).
+func TestAppsRevisionNotYetCachedIsNoCollision(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ds := appsSet("agent")
+	conv := placement.FromApps(ds)
+	own, err := revision.New(conv, revision.HashOf(conv), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubefake.NewClientset(ds, own)
+	// The controller's caches come from a server without the revision:
+	// they never show it, as a lagging watch would not yet.
+	lagging := informers.NewSharedInformerFactory(kubefake.NewClientset(ds), 0)
+	c, err := New(ctx, Config{
+		KubeClient:     kube,
+		Client:         everynodefake.NewSimpleClientset(),
+		AppsDaemonSets: lagging.Apps().V1().DaemonSets(),
+		Pods:           lagging.Core().V1().Pods(),
+		Nodes:          lagging.Core().V1().Nodes(),
+		Revisions:      lagging.Apps().V1().ControllerRevisions(),
+		Recorder:       record.NewFakeRecorder(100),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lagging.Start(ctx.Done())
+	lagging.WaitForCacheSync(ctx.Done())
+
+	if err := c.sync(ctx, cache.NewObjectName(ns, "agent")); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	server, err := kube.AppsV1().DaemonSets(ns).Get(ctx, "agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc := server.Status.CollisionCount; cc != nil {
+		t.Errorf("collisionCount raised to %d for the set's own revision", *cc)
+	}
+	if n := len(actions(kube, "create", "controllerrevisions", "")); n != 1 {
+		t.Errorf("%d revision creates, want the 1 that finds the set's own", n)
+	}
 }
