@@ -161,7 +161,7 @@ func (r *runner) doTraffic(ctx context.Context, e Event) {
 	}
 	r.count(e.Kind, err)
 	if err != nil {
-		r.logf("%s %s: %v", fmtOffset(time.Since(r.start)), e, err)
+		r.logf("%s %s: %s", fmtOffset(time.Since(r.start)), e, firstLine(err))
 	}
 }
 
@@ -249,6 +249,26 @@ func (r *runner) tool(ctx context.Context, bin string, args ...string) error {
 // undo is `kubectl everynode rollout undo`, or stock kubectl's for an
 // apps/v1 set (everynode answers it under --takeover).
 func (r *runner) undo(ctx context.Context, spec SetSpec) error {
+	err := r.undoOnce(ctx, spec)
+	if err != nil && nothingToUndo(err) {
+		// A set with one revision (new, or made again with its history
+		// cascaded away) has nothing to go back to: change it first, so
+		// the undo is carried out rather than skipped.
+		if err = r.changeTemplate(ctx, spec, false, ""); err == nil {
+			err = r.undoOnce(ctx, spec)
+		}
+	}
+	return err
+}
+
+// nothingToUndo is the answer of kubectl and the plugin to an undo of a
+// set with a single revision.
+func nothingToUndo(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "no previous revision") || strings.Contains(msg, "no last revision") || strings.Contains(msg, "no rollout history")
+}
+
+func (r *runner) undoOnce(ctx context.Context, spec SetSpec) error {
 	if spec.Kind == KindApps {
 		return r.tool(ctx, r.c.Tool("kubectl"), "rollout", "undo", "daemonset/"+spec.Name, "-n", SetNamespace)
 	}
@@ -731,4 +751,14 @@ func (r *runner) dryRuns(ctx context.Context, n int) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// firstLine is err's first line, with the count of the others: a batch
+// of requests joins one error per failed request.
+func firstLine(err error) string {
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	if len(lines) == 1 {
+		return lines[0]
+	}
+	return fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
 }
