@@ -1,30 +1,19 @@
 package soak
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
-	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	versioned "everynode.io/everynode/client/clientset/versioned"
 	"everynode.io/everynode/placement"
 
@@ -229,164 +218,6 @@ func Run(ctx context.Context, c *cluster.Cluster, o Options) (*Result, error) {
 	return res, nil
 }
 
-func everynodeUser(c *cluster.Cluster) string {
-	return "system:serviceaccount:" + c.Namespace + ":" + c.Release
-}
-
-// setup makes the cluster: the control plane with the soak's audit
-// policy, the chart with takeover, everynode's two replicas in
-// self-signed mode (the CA rotation needs it), the nodes and the 20 sets,
-// and waits for the sets' first rollout.
-func (r *runner) setup(ctx context.Context) error {
-	c := r.c
-	policy := filepath.Join(r.dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(AuditPolicy(everynodeUser(c))), 0o644); err != nil {
-		return err
-	}
-	if err := c.UpControlPlane(ctx, Settings(), cluster.UpOptions{AuditPolicy: policy}); err != nil {
-		return err
-	}
-	if err := c.InstallEverynode(ctx); err != nil {
-		return err
-	}
-	if err := c.SetCertMode(ctx, cluster.CertSelfSigned); err != nil {
-		return err
-	}
-	if err := c.StartReplica(ctx, 1); err != nil {
-		return err
-	}
-	// The harness's admin client, made once here: the faults restart
-	// replicas from several goroutines.
-	if _, err := c.Client(); err != nil {
-		return err
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		return err
-	}
-	cfg.UserAgent = UserAgent + "/" + cmp.Or(r.o.Version, "dev")
-	cfg.QPS, cfg.Burst = 100, 200
-	// The dry-run sets copy the catalog's selectors, and every answer
-	// warns of the overlap; the warnings say nothing the soak checks.
-	cfg.WarningHandler = rest.NoWarnings{}
-	if r.kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		return err
-	}
-	if r.en, err = versioned.NewForConfig(cfg); err != nil {
-		return err
-	}
-	burst := *cfg
-	burst.QPS, burst.Burst = -1, 0
-	if r.enBurst, err = versioned.NewForConfig(&burst); err != nil {
-		return err
-	}
-	r.say("waiting for everynode to take over apps/v1 DaemonSets")
-	if err := retry(ctx, 2*time.Minute, func(ctx context.Context) error {
-		for n := range 2 {
-			if text, err := r.scrape(ctx, n); err == nil && SumCounter(text, "everynode_takeover_active") == 1 {
-				return nil
-			}
-		}
-		return errors.New("everynode_takeover_active is not 1 on either replica")
-	}); err != nil {
-		return err
-	}
-
-	for _, ns := range []string{SetNamespace, PlainNamespace} {
-		_, err := r.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	r.say("making %d kwok nodes", r.o.Nodes)
-	if err := r.makeNodes(ctx); err != nil {
-		return err
-	}
-	rec, err := newRecorder(filepath.Join(r.dir, fmt.Sprintf("records-seed%d.jsonl", r.o.Seed)))
-	if err != nil {
-		return err
-	}
-	r.rec = rec
-	if err := rec.watch(ctx, r.kube, r.en); err != nil {
-		return err
-	}
-	r.say("making the 20 sets")
-	for _, s := range Catalog() {
-		r.rec.act(ActObs{Kind: ActCreateSet, Set: s.Name})
-		if err := retry(ctx, 2*time.Minute, func(ctx context.Context) error { return r.createSet(ctx, s) }); err != nil {
-			return fmt.Errorf("set %s: %w", s.Name, err)
-		}
-	}
-	bound := ConvergeBound(r.o.Nodes)
-	r.say("waiting up to %s for the sets' first rollout", bound)
-	made := time.Now()
-	_, slowest, missing := r.waitConverged(ctx, bound, made)
-	if len(missing) > 0 {
-		return fmt.Errorf("the sets' first rollout did not finish within %s: %s", bound, strings.Join(missing, "; "))
-	}
-	r.logf("first rollout done; last: %s", slowest)
-	return nil
-}
-
-func (r *runner) createSet(ctx context.Context, s SetSpec) error {
-	var err error
-	if s.Kind == KindApps {
-		_, err = r.kube.AppsV1().DaemonSets(SetNamespace).Create(ctx, s.Apps(SetNamespace, s.Template("v1", 0)), metav1.CreateOptions{})
-	} else {
-		_, err = r.en.EverynodeV1alpha1().DaemonSets(SetNamespace).Create(ctx, s.Everynode(SetNamespace, s.Template("v1", 0)), metav1.CreateOptions{})
-	}
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
-}
-
-// makeNodes makes o.Nodes nodes, eight at a time, and waits for them
-// to be Ready.
-func (r *runner) makeNodes(ctx context.Context) error {
-	names := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for range 8 {
-		wg.Go(func() {
-			for i := range names {
-				name, pool := fmt.Sprintf("soak-%04d", i), Pools[i%len(Pools)]
-				if err := retry(ctx, time.Minute, func(ctx context.Context) error { return r.makeNode(ctx, name, pool) }); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range r.o.Nodes {
-		names <- i
-		r.nodes = append(r.nodes, nodeInfo{name: fmt.Sprintf("soak-%04d", i), pool: Pools[i%len(Pools)]})
-	}
-	close(names)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return retry(ctx, 5*time.Minute+time.Duration(r.o.Nodes)*200*time.Millisecond, func(ctx context.Context) error {
-		list, err := r.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: NodeLabel + "=true", ResourceVersion: "0"})
-		if err != nil {
-			return err
-		}
-		ready := 0
-		for i := range list.Items {
-			if ok, _ := nodeServing(&list.Items[i]); ok {
-				ready++
-			}
-		}
-		if ready < r.o.Nodes {
-			return fmt.Errorf("%d of %d nodes Ready", ready, r.o.Nodes)
-		}
-		return nil
-	})
-}
-
 // runSchedule starts each event at its time and waits for them all.
 func (r *runner) runSchedule(ctx context.Context, s Schedule) {
 	var wg sync.WaitGroup
@@ -439,141 +270,6 @@ func (r *runner) sample(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
-}
-
-// setStatus is a set's status as a SetObs, from the API.
-func (r *runner) setStatus(ctx context.Context, s SetSpec) (*SetObs, error) {
-	if s.Kind == KindApps {
-		ds, err := r.kube.AppsV1().DaemonSets(SetNamespace).Get(ctx, s.Name, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return &SetObs{Name: s.Name, Generation: ds.Generation, ObservedGeneration: ds.Status.ObservedGeneration,
-			Desired: ds.Status.DesiredNumberScheduled, Updated: ds.Status.UpdatedNumberScheduled, Available: ds.Status.NumberAvailable}, nil
-	}
-	ds, err := r.en.EverynodeV1alpha1().DaemonSets(SetNamespace).Get(ctx, s.Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return &SetObs{Name: s.Name, Generation: ds.Generation, ObservedGeneration: ds.Status.ObservedGeneration,
-		Desired: ds.Status.DesiredNumberScheduled, Updated: ds.Status.UpdatedNumberScheduled, Available: ds.Status.NumberAvailable,
-		UpdateRevision: ds.Status.UpdateRevision}, nil
-}
-
-// waitConverged polls the sets every 5 s until they have all converged
-// at once, for at most bound; it returns when, the last set to get
-// there (and when, after from), and what the ones that did not say.
-func (r *runner) waitConverged(ctx context.Context, bound time.Duration, from time.Time) (time.Time, string, []string) {
-	first := map[string]time.Time{}
-	deadline := time.Now().Add(bound)
-	var missing []string
-	for {
-		missing = nil
-		for _, s := range Catalog() {
-			st, err := r.setStatus(ctx, s)
-			switch {
-			case err != nil:
-				missing = append(missing, fmt.Sprintf("%s: %v", s.Name, err))
-				delete(first, s.Name)
-			case !st.Converged():
-				missing = append(missing, fmt.Sprintf("%s: generation %d observed %d, desired %d updated %d available %d",
-					s.Name, st.Generation, st.ObservedGeneration, st.Desired, st.Updated, st.Available))
-				delete(first, s.Name)
-			default:
-				if _, ok := first[s.Name]; !ok {
-					first[s.Name] = time.Now()
-				}
-			}
-		}
-		if len(missing) == 0 {
-			slowest, at := "", time.Time{}
-			for name, t := range first {
-				if t.After(at) {
-					slowest, at = name, t
-				}
-			}
-			return time.Now(), fmt.Sprintf("%s, %s after the release", slowest, at.Sub(from).Round(time.Second)), nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return time.Time{}, "", missing
-		}
-		sleep(ctx, 5*time.Second)
-	}
-}
-
-// releaseAndConverge lets every set go after the last fault: a new good
-// template (clears a bad image and a rollout that stopped itself),
-// partition, canary and pause lifted, the old pods of OnDelete sets
-// deleted; then waits for every set to converge (invariant 4).
-func (r *runner) releaseAndConverge(ctx context.Context) Convergence {
-	conv := Convergence{Bound: ConvergeBound(r.o.Nodes)}
-	for _, f := range r.faults {
-		if f.End.After(conv.LastFaultEnd) {
-			conv.LastFaultEnd = f.End
-		}
-	}
-	r.say("releasing the sets")
-	for i, s := range Catalog() {
-		r.setLocks[i].Lock()
-		// A set the traffic failed to make again (its delete outlasted
-		// the wait, or the API stayed away) is made here: its absence is
-		// the soak's doing, not the controller's, and the report says so.
-		if _, err := r.setStatus(ctx, s); apierrors.IsNotFound(err) {
-			r.logf("release: %s is missing; making it again", s.Name)
-			r.rec.act(ActObs{Kind: ActCreateSet, Set: s.Name})
-			r.admit("sets the traffic left missing, made again at the release", 1)
-			if err := retry(ctx, 2*time.Minute, func(ctx context.Context) error { return r.createSet(ctx, s) }); err != nil {
-				r.logf("release %s: %v", s.Name, err)
-			}
-		}
-		n := r.nextRev(s.Name)
-		image := s.Image(fmt.Sprintf("v%d", n))
-		var err error
-		if s.Kind == KindApps {
-			err = r.changeApps(ctx, s, func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = image })
-		} else {
-			err = r.changeEverynode(ctx, s, func(ds *everynodev1alpha1.DaemonSet) {
-				ds.Spec.Template.Spec.Containers[0].Image = image
-				if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil {
-					ru.Paused, ru.NodeSelector = false, nil
-					if ru.Partition != nil {
-						ru.Partition = ptr0()
-					}
-				}
-			})
-		}
-		if err != nil {
-			r.logf("release %s: %v", s.Name, err)
-		}
-		r.setLocks[i].Unlock()
-	}
-	// OnDelete sets: once the controller made the new revision, their
-	// old pods go, as a user rolls them.
-	for i, s := range Catalog() {
-		if !s.OnDelete {
-			continue
-		}
-		r.setLocks[i].Lock()
-		err := retry(ctx, 2*time.Minute, func(ctx context.Context) error {
-			if st, err := r.setStatus(ctx, s); err != nil || st.ObservedGeneration < st.Generation {
-				return fmt.Errorf("generation not observed yet (%v)", err)
-			}
-			return r.deleteOldPods(ctx, s, -1)
-		})
-		if err != nil {
-			r.logf("release %s: %v", s.Name, err)
-		}
-		r.setLocks[i].Unlock()
-	}
-	conv.Released = time.Now()
-	r.say("waiting up to %s for every set to converge", conv.Bound)
-	conv.Converged, conv.Slowest, conv.NotConverged = r.waitConverged(ctx, conv.Bound, conv.Released)
-	return conv
-}
-
-func ptr0() *intstr.IntOrString {
-	v := intstr.FromInt32(0)
-	return &v
 }
 
 // write puts the report, the plot and the run as JSON in o.Out.

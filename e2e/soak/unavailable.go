@@ -1,0 +1,114 @@
+package soak
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Invariant 2: the nodes a set has down by the controller's doing, and
+// the pods it takes down while they reach maxUnavailable.
+
+// checkTakenDown is invariants 2 and 5 for a pod that changed: did it go
+// (or go through an image patch) while available, and who is to blame.
+func (c *Checker) checkTakenDown(at time.Time, s *setState, prev, p *PodObs) {
+	went := prev.Live() && !p.Live()
+	// An update in place: the gate closed first (a pod updated with its
+	// gate is not Ready by the time its images change), or the images
+	// patched on a pod without one.
+	patched := p.Live() && prev.Live() && (p.Hash != prev.Hash || (p.GateClosed && !prev.GateClosed))
+	if !went && !patched {
+		return
+	}
+	if went && s.orphaned && !c.deleted[p.Name] && c.serves(p.Node) {
+		c.flag("lost-pod/"+p.Name, Violation{At: at, Invariant: InvLostPod, Set: p.Set,
+			Message: "a pod went while its set was deleted with --cascade=orphan", Objects: []string{"pod " + p.Name + " on " + p.Node}})
+	}
+	// Not the controller's doing, or not a rollout of a live set.
+	if !s.alive || s.orphaned || c.deleted[p.Name] || s.dying[p.OwnerUID] || (p.OwnerUID != "" && p.OwnerUID != s.uid) || !c.serves(p.Node) {
+		return
+	}
+	_, budget, rolling := c.limits(s, c.desired(s))
+	if !rolling {
+		return
+	}
+	// Taken down while available as the controller could have seen it.
+	if !prev.AvailableAt(at.Add(-c.Lag), s.minReady()) {
+		return
+	}
+	// Another available pod of the set on the node keeps it up (a surge).
+	for _, q := range c.byNode[p.Set][p.Node] {
+		if q.UID != p.UID && s.counts(q) && q.AvailableAt(at, s.minReady()) {
+			return
+		}
+	}
+	if _, ok := s.disrupted[p.Node]; !ok {
+		s.disrupted[p.Node] = at
+	}
+	down := c.disruptedNodes(at, s)
+	if len(down) > budget {
+		how := "deleted"
+		switch {
+		case patched && p.Hash != prev.Hash:
+			how = fmt.Sprintf("patched in place (revision %s to %s)", prev.Hash, p.Hash)
+		case patched:
+			how = "closed for an update in place (gate False)"
+		}
+		c.flag("unavailable/"+p.Set+"/"+p.Node, Violation{At: at, Invariant: InvUnavailable, Set: p.Set,
+			Message: fmt.Sprintf("available pod %s on %s %s with %d nodes down by the controller's doing, maxUnavailable %d",
+				p.Name, p.Node, how, len(down), budget),
+			Objects: down})
+	}
+}
+
+// desired is the set's desired count as its status says, or the nodes
+// its live pods are on when the status says less (it lags).
+func (c *Checker) desired(s *setState) int {
+	n := 0
+	if s.obs != nil {
+		n = int(s.obs.Desired)
+	}
+	on := 0
+	for _, pods := range c.byNode[s.obsName()] {
+		for _, q := range pods {
+			if s.counts(q) {
+				on++
+				break
+			}
+		}
+	}
+	return max(n, on)
+}
+
+func (s *setState) obsName() string {
+	if s.obs == nil {
+		return ""
+	}
+	return s.obs.Name
+}
+
+// disruptedNodes are the set's nodes down by the controller's doing at
+// at, with the ones that recovered (an available pod that turned Ready
+// after it went down) or stopped serving forgotten.
+func (c *Checker) disruptedNodes(at time.Time, s *setState) []string {
+	var out []string
+	for node, since := range s.disrupted {
+		if !c.serves(node) {
+			delete(s.disrupted, node)
+			continue
+		}
+		up := false
+		for _, q := range c.byNode[s.obsName()][node] {
+			if s.counts(q) && !q.ReadySince.Before(since.Truncate(time.Second)) && q.AvailableAt(at, s.minReady()) {
+				up = true
+			}
+		}
+		if up {
+			delete(s.disrupted, node)
+			continue
+		}
+		out = append(out, node)
+	}
+	slices.Sort(out)
+	return out
+}
