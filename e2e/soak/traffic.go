@@ -249,8 +249,10 @@ func (r *runner) undo(ctx context.Context, spec SetSpec) error {
 		// A set with one revision (new, or made again with its history
 		// cascaded away) has nothing to go back to: change it first, so
 		// the undo is carried out rather than skipped.
+		// The undo reads the revisions, and the controller makes the
+		// new one a moment after the change: retried until it has.
 		if err = r.changeTemplate(ctx, spec, false, ""); err == nil {
-			err = r.undoOnce(ctx, spec)
+			err = retry(ctx, time.Minute, func(ctx context.Context) error { return r.undoOnce(ctx, spec) })
 		}
 	}
 	return err
