@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"everynode.io/e2e/cluster"
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
 
@@ -41,38 +41,7 @@ import (
 func partition(t *testing.T, nodes ...string) (heal func()) {
 	t.Helper()
 	name := "e2e-partition-" + randSuffix()
-	quoted := make([]string, len(nodes))
-	for i, n := range nodes {
-		quoted[i] = fmt.Sprintf("%q", n)
-	}
-	readyTrue := "exists(c, c.type == 'Ready' && c.status == 'True')"
-	policy := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			// Ignore: a policy error must never break the cluster; a
-			// partition that does not hold shows as nodes staying Ready.
-			FailurePolicy: ptr.To(admissionv1.Ignore),
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{
-				{RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Update},
-					Rule: admissionv1.Rule{APIGroups: []string{"coordination.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"leases"}}}},
-				{RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Update},
-					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes/status", "pods/status"}}}},
-				{RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Delete},
-					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			}},
-			Variables: []admissionv1.Variable{{Name: "nodes", Expression: "[" + strings.Join(quoted, ", ") + "]"}},
-			Validations: []admissionv1.Validation{
-				{Expression: "request.resource.resource != 'leases' || !(object.metadata.name in variables.nodes)", Message: "partitioned: lease renewal"},
-				{Expression: "request.resource.resource != 'nodes' || !(object.metadata.name in variables.nodes) || !has(object.status.conditions) || !object.status.conditions." + readyTrue, Message: "partitioned: node heartbeat"},
-				{Expression: "request.resource.resource != 'pods' || request.operation != 'UPDATE' || !has(object.spec.nodeName) || !(object.spec.nodeName in variables.nodes) || !has(object.status.conditions) || !object.status.conditions." + readyTrue, Message: "partitioned: pod status"},
-				{Expression: "request.resource.resource != 'pods' || request.operation != 'DELETE' || !has(oldObject.spec.nodeName) || !(oldObject.spec.nodeName in variables.nodes) || !has(oldObject.metadata.deletionTimestamp)", Message: "partitioned: pod deletion confirmed"},
-			},
-		},
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
-	}
+	policy, binding := cluster.PartitionPolicy(name, nodes)
 	if _, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx(t), policy, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create partition policy: %v", err)
 	}

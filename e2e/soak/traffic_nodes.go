@@ -6,17 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
+	"everynode.io/e2e/cluster"
 	"everynode.io/everynode/placement"
 )
 
@@ -155,7 +152,7 @@ func (r *runner) cutOff(ctx context.Context, e Event) error {
 	}
 	defer r.freeNodes(nodes)
 	name := fmt.Sprintf("soak-partition-%d", e.At/time.Second)
-	policy, binding := partitionPolicy(name, nodes)
+	policy, binding := cluster.PartitionPolicy(name, nodes)
 	r.rec.act(ActObs{Kind: ActCutOff, Nodes: nodes})
 	adm := r.kube.AdmissionregistrationV1()
 	if err := retry(ctx, time.Minute, func(ctx context.Context) error {
@@ -196,40 +193,4 @@ func (r *runner) cutOff(ctx context.Context, e Event) error {
 	}))
 	r.rec.act(ActObs{Kind: ActHeal, Nodes: nodes})
 	return errors.Join(errs...)
-}
-
-// partitionPolicy is e2e/lifecycle_test.go's partition, for nodes.
-func partitionPolicy(name string, nodes []string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
-	quoted := make([]string, len(nodes))
-	for i, n := range nodes {
-		quoted[i] = strconv.Quote(n)
-	}
-	readyTrue := "exists(c, c.type == 'Ready' && c.status == 'True')"
-	rule := func(op admissionv1.OperationType, group string, resources ...string) admissionv1.NamedRuleWithOperations {
-		return admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{op},
-			Rule: admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: resources}}}
-	}
-	policy := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Ignore),
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{
-				rule(admissionv1.Update, "coordination.k8s.io", "leases"),
-				rule(admissionv1.Update, "", "nodes/status", "pods/status"),
-				rule(admissionv1.Delete, "", "pods"),
-			}},
-			Variables: []admissionv1.Variable{{Name: "nodes", Expression: "[" + strings.Join(quoted, ", ") + "]"}},
-			Validations: []admissionv1.Validation{
-				{Expression: "request.resource.resource != 'leases' || !(object.metadata.name in variables.nodes)", Message: "partitioned: lease renewal"},
-				{Expression: "request.resource.resource != 'nodes' || !(object.metadata.name in variables.nodes) || !has(object.status.conditions) || !object.status.conditions." + readyTrue, Message: "partitioned: node heartbeat"},
-				{Expression: "request.resource.resource != 'pods' || request.operation != 'UPDATE' || !has(object.spec.nodeName) || !(object.spec.nodeName in variables.nodes) || !has(object.status.conditions) || !object.status.conditions." + readyTrue, Message: "partitioned: pod status"},
-				{Expression: "request.resource.resource != 'pods' || request.operation != 'DELETE' || !has(oldObject.spec.nodeName) || !(oldObject.spec.nodeName in variables.nodes) || !has(oldObject.metadata.deletionTimestamp)", Message: "partitioned: pod deletion confirmed"},
-			},
-		},
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
-	}
-	return policy, binding
 }
