@@ -114,18 +114,29 @@ func (r *runner) pickReplica(ctx context.Context, leader bool) (n, pid int, why 
 	return 0, 0, "no running replica without the Lease"
 }
 
-func (r *runner) killReplica(ctx context.Context, e Event, rec *FaultRecord) error {
-	n, pid, why := r.pickReplica(ctx, e.Kind == FaultLeaderKill)
+// holdReplica picks the fault's replica (the leader or a follower) and
+// locks it against other faults; ok is false, with rec.Skipped saying
+// why, when there is none to take. release unlocks it.
+func (r *runner) holdReplica(ctx context.Context, leader bool, rec *FaultRecord) (n, pid int, release func(), ok bool) {
+	n, pid, why := r.pickReplica(ctx, leader)
 	if why != "" {
 		rec.Skipped = why
-		return nil
+		return 0, 0, nil, false
 	}
 	if !r.replicaLocks[n].TryLock() {
 		rec.Skipped = fmt.Sprintf("replica %d is under another fault", n)
+		return 0, 0, nil, false
+	}
+	rec.Target = fmt.Sprintf("replica %d (pid %d)", n, pid)
+	return n, pid, r.replicaLocks[n].Unlock, true
+}
+
+func (r *runner) killReplica(ctx context.Context, e Event, rec *FaultRecord) error {
+	n, pid, release, ok := r.holdReplica(ctx, e.Kind == FaultLeaderKill, rec)
+	if !ok {
 		return nil
 	}
-	defer r.replicaLocks[n].Unlock()
-	rec.Target = fmt.Sprintf("replica %d (pid %d)", n, pid)
+	defer release()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill -9 %d: %w", pid, err)
 	}
@@ -155,17 +166,11 @@ func (r *runner) restartReplica(ctx context.Context, n int) error {
 }
 
 func (r *runner) stopReplica(ctx context.Context, e Event, rec *FaultRecord) error {
-	n, pid, why := r.pickReplica(ctx, e.Kind == FaultLeaderStop)
-	if why != "" {
-		rec.Skipped = why
+	_, pid, release, ok := r.holdReplica(ctx, e.Kind == FaultLeaderStop, rec)
+	if !ok {
 		return nil
 	}
-	if !r.replicaLocks[n].TryLock() {
-		rec.Skipped = fmt.Sprintf("replica %d is under another fault", n)
-		return nil
-	}
-	defer r.replicaLocks[n].Unlock()
-	rec.Target = fmt.Sprintf("replica %d (pid %d)", n, pid)
+	defer release()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("SIGSTOP %d: %w", pid, err)
 	}
