@@ -57,6 +57,12 @@ type KruiseOptions struct {
 	Args []string
 }
 
+// KruiseOptions gives kruise-manager the profile's client rate limit, as
+// EverynodeArgs gives everynode's and kube-controller-manager has it.
+func (p BenchProfile) KruiseOptions() KruiseOptions {
+	return KruiseOptions{QPS: p.QPS, Burst: p.Burst}
+}
+
 // Kruise is a running kruise-manager: its pid and where it listens on
 // 127.0.0.1 (the webhook on every address: Kruise binds 0.0.0.0).
 type Kruise struct {

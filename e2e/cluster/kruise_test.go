@@ -111,7 +111,9 @@ func TestKruiseArgs(t *testing.T) {
 		"defaults": {want: []string{"--rest-config-qps=50", "--rest-config-burst=100", "--enable-leader-election=false",
 			"--feature-gates=PodWebhook=false,KruiseDaemon=false", "--metrics-addr=127.0.0.1:2", "--health-probe-addr=127.0.0.1:3",
 			"--pprof-addr=127.0.0.1:4", "--protection-log-path=/r/.e2e/kruise/log"}},
-		"bench profile and workers": {o: KruiseOptions{QPS: 100, Burst: 200, DaemonSetWorkers: 8},
+		"bench profile": {o: BenchProfile{QPS: 100, Burst: 200}.KruiseOptions(),
+			want: []string{"--rest-config-qps=100", "--rest-config-burst=200"}},
+		"workers": {o: KruiseOptions{QPS: 100, Burst: 200, DaemonSetWorkers: 8},
 			want: []string{"--rest-config-qps=100", "--rest-config-burst=200", "--daemonset-workers=8"}},
 		"extra flags last": {o: KruiseOptions{Args: []string{"-v=4"}}, wantLast: "-v=4"},
 	}
