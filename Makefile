@@ -72,6 +72,11 @@ e2e: tools build ## End-to-end scenarios on a real control plane
 e2e-real-node: tools build ## The real node's scenarios: the chart's Deployment on a kubelet with containerd, beside kwok nodes (root, runc, iptables)
 	e2e/hack/cluster.sh e2e-real-node
 
+.PHONY: e2e-kruise
+e2e-kruise: tools build ## OpenKruise's kruise-manager on the e2e cluster: its Advanced DaemonSet rolls out and updates in place through kwok (builds it first)
+	e2e/hack/tools.sh kruise
+	GO_TEST_ARGS="-tags kruise -run TestKruise $${GO_TEST_ARGS:-}" e2e/hack/cluster.sh e2e
+
 .PHONY: demo
 demo: tools build ## The newcomer's tour: a local cluster, a DaemonSet, a new node, a rollout
 	REAL_NODE=$${REAL_NODE:-auto} e2e/hack/cluster.sh demo

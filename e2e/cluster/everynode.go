@@ -44,15 +44,22 @@ func (c *Cluster) ReplicaLog(n int) string {
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as the
 // chart's ServiceAccount, with a day's token from the TokenRequest API.
 func (c *Cluster) serviceAccountKubeconfig(ctx context.Context) error {
+	return c.tokenKubeconfig(ctx, c.Namespace, c.Release, c.EverynodeKubeconfig())
+}
+
+// tokenKubeconfig writes file, a kubeconfig that authenticates as the
+// ServiceAccount namespace/name with a day's token from the TokenRequest
+// API.
+func (c *Cluster) tokenKubeconfig(ctx context.Context, namespace, name, file string) error {
 	kube, err := c.Client()
 	if err != nil {
 		return err
 	}
-	tr, err := kube.CoreV1().ServiceAccounts(c.Namespace).CreateToken(ctx, c.Release, &authenticationv1.TokenRequest{
+	tr, err := kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("token of ServiceAccount %s/%s: %w", c.Namespace, c.Release, err)
+		return fmt.Errorf("token of ServiceAccount %s/%s: %w", namespace, name, err)
 	}
 	admin, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {
@@ -66,10 +73,10 @@ func (c *Cluster) serviceAccountKubeconfig(ctx context.Context) error {
 	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: ca}
-	kc.AuthInfos["everynode"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["everynode"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "everynode", Namespace: c.Namespace}
-	kc.CurrentContext = "everynode"
-	return clientcmd.WriteToFile(*kc, c.EverynodeKubeconfig())
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts[name] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: name, Namespace: namespace}
+	kc.CurrentContext = name
+	return clientcmd.WriteToFile(*kc, file)
 }
 
 // serveArgs are the flags of `everynode serve` for the kept settings.

@@ -250,13 +250,13 @@ func (c *Cluster) Up(ctx context.Context, s Settings, o UpOptions) error {
 	return nil
 }
 
-// Down stops everynode's replicas, cert-manager and the bench's second
-// kube-scheduler, and deletes the kwok cluster. A cluster that is not
-// there is not an error.
+// Down stops everynode's replicas, cert-manager, the bench's second
+// kube-scheduler and kruise-manager, and deletes the kwok cluster. A
+// cluster that is not there is not an error.
 func (c *Cluster) Down(ctx context.Context) error {
 	replicas, _ := filepath.Glob(c.path("everynode-*.pid"))
 	errs := []error{c.StopRealNode(ctx)}
-	for _, f := range append(replicas, c.path("everynode.pid"), c.noExtenderPIDFile()) {
+	for _, f := range append(replicas, c.path("everynode.pid"), c.noExtenderPIDFile(), c.kruiseDir("kruise-manager.pid")) {
 		errs = append(errs, stopPIDFile(f))
 	}
 	errs = append(errs, c.stopCertManager())

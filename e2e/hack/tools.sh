@@ -12,6 +12,10 @@
 # (.e2e/bin/e2e.test) for `make conformance`: it is not one of the tools that
 # `make tools`, `make e2e` and `make check` need, and it costs a fresh
 # machine a long compile of its own (`make conformance`).
+#
+# `tools.sh kruise` builds only OpenKruise's kruise-manager
+# (.e2e/bin/kruise-manager, from e2e/tools/kruise), the peer that
+# e2e/cluster's StartKruise runs; nothing `make check` runs needs it.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -77,6 +81,15 @@ if [[ "${1:-}" == conformance ]]; then
      -X k8s.io/component-base/version.gitMajor=1 \
      -X k8s.io/component-base/version.gitMinor=37" \
     e2e.test -- k8s.io/kubernetes/test/e2e
+  exit 0
+fi
+
+# OpenKruise v1.8.2's manager, for e2e/cluster's StartKruise only. Its
+# main package is the module's root (main.go), hence -o; Kruise's own
+# Dockerfile builds it with CGO off.
+if [[ "${1:-}" == kruise ]]; then
+  CGO_ENABLED=0 build kruise "kruise-manager (first time takes ~5 min on 2 cores)" "" \
+    kruise-manager -- -o "$BIN/kruise-manager" github.com/openkruise/kruise
   exit 0
 fi
 

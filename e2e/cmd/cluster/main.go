@@ -43,6 +43,7 @@ const usage = `usage: cluster VERB [ARGS]
   cert-mode self-signed|cert-manager|external-ca
   client-auth on|off
   takeover on|off
+  start-kruise | stop-kruise                         OpenKruise's kruise-manager (e2e/hack/tools.sh kruise builds it)
 sessions, each on a cluster of its own (settings from the environment):
   e2e            the webhook tests on a bare control plane, then the scenarios
   e2e-real-node  the scenarios of e2e/realnode on a cluster with a kubelet node
@@ -167,6 +168,14 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		return c.SetClientAuth(ctx, on)
+	case "start-kruise":
+		k, err := c.StartKruise(ctx, cluster.KruiseOptions{})
+		if err == nil {
+			fmt.Printf("kruise-manager pid %d, webhook on port %d, metrics %s, log %s\n", k.PID, k.WebhookPort, k.MetricsURL(), c.KruiseLog())
+		}
+		return err
+	case "stop-kruise":
+		return c.StopKruise(ctx)
 	case "takeover":
 		on, err := onOff()
 		if err != nil {
