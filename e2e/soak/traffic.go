@@ -244,18 +244,29 @@ func (r *runner) tool(ctx context.Context, bin string, args ...string) error {
 // undo is `kubectl everynode rollout undo`, or stock kubectl's for an
 // apps/v1 set (everynode answers it under --takeover).
 func (r *runner) undo(ctx context.Context, spec SetSpec) error {
-	err := r.undoOnce(ctx, spec)
-	if err != nil && nothingToUndo(err) {
-		// A set with one revision (new, or made again with its history
-		// cascaded away) has nothing to go back to: change it first, so
-		// the undo is carried out rather than skipped.
-		// The undo reads the revisions, and the controller makes the
-		// new one a moment after the change: retried until it has.
-		if err = r.changeTemplate(ctx, spec, false, ""); err == nil {
-			err = retry(ctx, time.Minute, func(ctx context.Context) error { return r.undoOnce(ctx, spec) })
+	// Retried like the other traffic: a request made while etcd is away
+	// hangs until the tool's timeout.
+	nothing := false
+	err := retry(ctx, 2*time.Minute, func(ctx context.Context) error {
+		err := r.undoOnce(ctx, spec)
+		if err != nil && nothingToUndo(err) {
+			nothing = true
+			return nil
 		}
+		return err
+	})
+	if err != nil || !nothing {
+		return err
 	}
-	return err
+	// A set with one revision (new, or made again with its history
+	// cascaded away) has nothing to go back to: change it first, so the
+	// undo is carried out rather than skipped. The undo reads the
+	// revisions, and the controller makes the new one a moment after the
+	// change: retried until it has.
+	if err := r.changeTemplate(ctx, spec, false, ""); err != nil {
+		return err
+	}
+	return retry(ctx, 2*time.Minute, func(ctx context.Context) error { return r.undoOnce(ctx, spec) })
 }
 
 // nothingToUndo is the answer of kubectl and the plugin to an undo of a
