@@ -228,7 +228,9 @@ func (r *runner) runSchedule(ctx context.Context, s Schedule) {
 			break
 		}
 		if time.Now().After(next) {
-			r.logf("%s: %d of %d events started", fmtOffset(time.Since(r.start)), i, len(s.Events))
+			// The watches' checker runs as the records come: a violation
+			// shows here within the minute, not only in the report.
+			r.logf("%s: %d of %d events started, %d violations so far", fmtOffset(time.Since(r.start)), i, len(s.Events), len(r.rec.violations()))
 			next = time.Now().Add(time.Minute)
 		}
 		wg.Go(func() {
