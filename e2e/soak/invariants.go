@@ -92,6 +92,15 @@ type Checker struct {
 	// StrategyGrace is how long an earlier strategy of a set still
 	// holds after a change (the controller acts on what it read).
 	StrategyGrace time.Duration
+	// Settle is how long two live pods of a set on a node (invariant 1)
+	// must last to count: a relist after a broken watch (a kube-apiserver
+	// or etcd restart) shows the new pods before it drops the ones that
+	// went during the gap, within the same instant.
+	Settle time.Duration
+
+	// pending are the nodes whose invariant 1 state is not settled yet,
+	// by "set/node", with when it began.
+	pending map[string]pendingNode
 
 	sets    map[string]*setState
 	pods    map[string]*PodObs                       // by UID
@@ -133,13 +142,44 @@ type nodeState struct {
 
 // NewChecker is a checker with the tolerances the soak runs with.
 func NewChecker() *Checker {
-	return &Checker{Lag: 2 * time.Second, StrategyGrace: 10 * time.Second,
+	return &Checker{Lag: 2 * time.Second, StrategyGrace: 10 * time.Second, Settle: time.Second, pending: map[string]pendingNode{},
 		sets: map[string]*setState{}, pods: map[string]*PodObs{}, byNode: map[string]map[string]map[string]*PodObs{},
 		nodes: map[string]*nodeState{}, deleted: map[string]bool{}, seen: map[string]int{}}
 }
 
 // Violations are the breaches found so far, in the order found.
-func (c *Checker) Violations() []Violation { return slices.Clone(c.vs) }
+func (c *Checker) Violations() []Violation {
+	vs := slices.Clone(c.vs)
+	// The states not settled yet count as they stand now.
+	for _, p := range c.pending {
+		for _, kv := range c.nodeViolations(p.at, p.set, p.node) {
+			if _, ok := c.seen[kv.key]; !ok {
+				vs = append(vs, kv.v)
+			}
+		}
+	}
+	return vs
+}
+
+// pendingNode is a node of a set holding two live pods since at.
+type pendingNode struct {
+	set, node string
+	at        time.Time
+}
+
+// settle judges the pending states that began Settle or more before
+// now: those that still hold are violations, dated when they began.
+func (c *Checker) settle(now time.Time) {
+	for k, p := range c.pending {
+		if now.Sub(p.at) < c.Settle {
+			continue
+		}
+		delete(c.pending, k)
+		for _, kv := range c.nodeViolations(p.at, p.set, p.node) {
+			c.flag(kv.key, kv.v)
+		}
+	}
+}
 
 // flag records a violation once per key; later ones with the same key
 // only count.
@@ -180,6 +220,7 @@ func (c *Checker) serves(name string) bool {
 
 // Observe feeds one record.
 func (c *Checker) Observe(o Obs) {
+	c.settle(o.At)
 	switch {
 	case o.Act != nil:
 		c.act(o.At, o.Act)
@@ -332,9 +373,31 @@ func (c *Checker) podObs(at time.Time, p *PodObs) {
 
 // checkNode is invariant 1 on one node of a live set.
 func (c *Checker) checkNode(at time.Time, set, node string) {
+	k := set + "/" + node
+	if _, ok := c.pending[k]; ok || len(c.nodeViolations(at, set, node)) == 0 {
+		return
+	}
+	if c.Settle <= 0 {
+		for _, kv := range c.nodeViolations(at, set, node) {
+			c.flag(kv.key, kv.v)
+		}
+		return
+	}
+	c.pending[k] = pendingNode{set: set, node: node, at: at}
+}
+
+// keyedViolation is a violation with its flag key.
+type keyedViolation struct {
+	key string
+	v   Violation
+}
+
+// nodeViolations is invariant 1 on one node of a live set as the state
+// stands, dated at.
+func (c *Checker) nodeViolations(at time.Time, set, node string) []keyedViolation {
 	s := c.set(set)
 	if !s.alive {
-		return
+		return nil
 	}
 	var live []*PodObs
 	for _, q := range c.byNode[set][node] {
@@ -343,7 +406,7 @@ func (c *Checker) checkNode(at time.Time, set, node string) {
 		}
 	}
 	if len(live) < 2 {
-		return
+		return nil
 	}
 	slices.SortFunc(live, func(a, b *PodObs) int { return cmp.Compare(a.Name, b.Name) })
 	names := make([]string, len(live))
@@ -352,9 +415,8 @@ func (c *Checker) checkNode(at time.Time, set, node string) {
 	}
 	surge, _, _ := c.limits(s, c.desired(s))
 	if surge == 0 || len(live) > 2 || live[0].Hash == live[1].Hash {
-		c.flag("duplicate/"+set+"/"+node, Violation{At: at, Invariant: InvDuplicate, Set: set,
-			Message: fmt.Sprintf("node %s holds %d live pods of the set (maxSurge %d)", node, len(live), surge), Objects: names})
-		return
+		return []keyedViolation{{"duplicate/" + set + "/" + node, Violation{At: at, Invariant: InvDuplicate, Set: set,
+			Message: fmt.Sprintf("node %s holds %d live pods of the set (maxSurge %d)", node, len(live), surge), Objects: names}}}
 	}
 	// A surge pair: count the set's nodes that hold one.
 	var pairs []string
@@ -371,9 +433,10 @@ func (c *Checker) checkNode(at time.Time, set, node string) {
 	}
 	if len(pairs) > surge {
 		slices.Sort(pairs)
-		c.flag("surge/"+set+"/"+node, Violation{At: at, Invariant: InvSurge, Set: set,
-			Message: fmt.Sprintf("%d nodes hold an extra pod of the set, maxSurge %d", len(pairs), surge), Objects: pairs})
+		return []keyedViolation{{"surge/" + set + "/" + node, Violation{At: at, Invariant: InvSurge, Set: set,
+			Message: fmt.Sprintf("%d nodes hold an extra pod of the set, maxSurge %d", len(pairs), surge), Objects: pairs}}}
 	}
+	return nil
 }
 
 // revObs is invariant 5 for revisions.

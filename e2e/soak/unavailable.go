@@ -42,11 +42,21 @@ func (c *Checker) checkTakenDown(at time.Time, s *setState, prev, p *PodObs) {
 			return
 		}
 	}
+	// A pod seen deleted while the last state seen of it was live went
+	// during a watch gap (a kube-apiserver or etcd restart): the relist
+	// shows only the end, in its own order, not when the pod went nor
+	// what was available then. The going itself is not judged, and its
+	// node is down until any available pod is there: the replacement
+	// the relist lists may have turned Ready before this record.
+	missed := went && p.Op == OpDelete
 	if _, ok := s.disrupted[p.Node]; !ok {
 		s.disrupted[p.Node] = at
+		if missed {
+			s.disrupted[p.Node] = time.Time{}
+		}
 	}
 	down := c.disruptedNodes(at, s)
-	if len(down) > budget {
+	if len(down) > budget && !missed {
 		how := "deleted"
 		switch {
 		case patched && p.Hash != prev.Hash:
