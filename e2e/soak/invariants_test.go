@@ -165,6 +165,13 @@ func TestCheckers(t *testing.T) {
 				add(Obs{Pod: &PodObs{Op: OpDelete, Name: "a-old-n1", UID: "uid-a-old-n1", Set: "a", OwnerUID: "u1", Node: "n1", Hash: "old"}}),
 			want: []Invariant{InvDuplicate},
 		},
+		"a pod a relist shows terminating is not judged": {
+			stream: fleet("a", "u1", "", "1", 3).
+				add(Obs{Pod: &PodObs{Op: OpUpdate, Name: "a-old-n1", UID: "uid-a-old-n1", Set: "a", OwnerUID: "u1", Node: "n1", Hash: "old",
+					Terminating: true, Listed: true, ReadySince: t0.Add(-time.Hour)}}).
+				add(Obs{Pod: &PodObs{Op: OpUpdate, Name: "a-old-n2", UID: "uid-a-old-n2", Set: "a", OwnerUID: "u1", Node: "n2", Hash: "old",
+					Terminating: true, Listed: true, ReadySince: t0.Add(-time.Hour)}}),
+		},
 		"one node at a time": {
 			stream: fleet("a", "u1", "", "1", 3).
 				terminating("a", "u1", "a-old-n1", "n1", "old").

@@ -54,6 +54,10 @@ type PodObs struct {
 	// ReadySince is when it last turned Ready (as this watch saw it), zero
 	// while it is not Ready.
 	ReadySince time.Time `json:"readySince,omitzero"`
+	// Listed: the record came from a relist after a broken watch, not a
+	// live event: what changed happened at some time in the gap, and the
+	// relist shows the changes in name order, not the order they came.
+	Listed bool `json:"listed,omitempty"`
 	// GateClosed: the in-place readiness gate's condition is False, as the
 	// controller writes it just before it patches the pod's images.
 	GateClosed bool `json:"gateClosed,omitempty"`

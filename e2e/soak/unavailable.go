@@ -42,13 +42,14 @@ func (c *Checker) checkTakenDown(at time.Time, s *setState, prev, p *PodObs) {
 			return
 		}
 	}
-	// A pod seen deleted while the last state seen of it was live went
-	// during a watch gap (a kube-apiserver or etcd restart): the relist
-	// shows only the end, in its own order, not when the pod went nor
-	// what was available then. The going itself is not judged, and its
-	// node is down until any available pod is there: the replacement
-	// the relist lists may have turned Ready before this record.
-	missed := went && p.Op == OpDelete
+	// A pod seen deleted while the last state seen of it was live, or
+	// seen changed by a relist, went or changed during a watch gap (a
+	// kube-apiserver or etcd restart): the relist shows only the end, in
+	// its own order, not when the pod went nor what was available then.
+	// The change itself is not judged, and its node is down until any
+	// available pod is there: the replacement the relist lists may have
+	// turned Ready before this record.
+	missed := went && p.Op == OpDelete || p.Listed
 	if _, ok := s.disrupted[p.Node]; !ok {
 		s.disrupted[p.Node] = at
 		if missed {

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -45,6 +46,23 @@ type recorder struct {
 	serving map[string]string
 	// closed: the run is over; the informers may still call.
 	closed bool
+	// relistUntil: records until then are taken for a relist's. An
+	// informer without resync calls its update handler with an unchanged
+	// object only in a relist, and a relist delivers its objects in one
+	// burst; each such call extends the window.
+	relistUntil time.Time
+}
+
+// relistWindow is how long after the last sign of a relist the records
+// are taken for its.
+const relistWindow = 2 * time.Second
+
+// sawRelist notes a sign of a relist: an update with an unchanged
+// resourceVersion, or a delete the watch missed.
+func (r *recorder) sawRelist() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.relistUntil = time.Now().Add(relistWindow)
 }
 
 func newRecorder(path string) (*recorder, error) {
@@ -122,10 +140,16 @@ func (r *recorder) watch(ctx context.Context, kube kubernetes.Interface, en vers
 	for _, h := range handlers {
 		fn := h.fn
 		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { fn(OpAdd, obj) },
-			UpdateFunc: func(_, obj any) { fn(OpUpdate, obj) },
+			AddFunc: func(obj any) { fn(OpAdd, obj) },
+			UpdateFunc: func(old, obj any) {
+				if o, n := resourceVersion(old), resourceVersion(obj); o != "" && o == n {
+					r.sawRelist()
+				}
+				fn(OpUpdate, obj)
+			},
 			DeleteFunc: func(obj any) {
 				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					r.sawRelist()
 					obj = t.Obj
 				}
 				fn(OpDelete, obj)
@@ -170,6 +194,7 @@ func (r *recorder) pod(op Op, obj any) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	o.Listed = time.Now().Before(r.relistUntil)
 	uid := string(p.UID)
 	switch {
 	case op == OpDelete:
@@ -281,4 +306,12 @@ func (r *recorder) node(op Op, obj any) {
 	}
 	r.serving[n.Name] = state
 	r.recordLocked(Obs{Node: &NodeObs{Op: op, Name: n.Name, Serving: serving, Why: why}})
+}
+
+// resourceVersion is obj's, "" when it has none.
+func resourceVersion(obj any) string {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
 }

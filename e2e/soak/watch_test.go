@@ -2,6 +2,7 @@ package soak
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 
@@ -91,5 +92,34 @@ func TestNodeServing(t *testing.T) {
 		if got, why := nodeServing(&tc.node); got != tc.want {
 			t.Errorf("%s: serving %t (%s), want %t", name, got, why, tc.want)
 		}
+	}
+}
+
+// Pod records are marked Listed within the window after a sign of a
+// relist, and only then.
+func TestRecorderMarksRelists(t *testing.T) {
+	var buf bytes.Buffer
+	r := newRecorderTo(&buf)
+	r.pod(OpUpdate, testPod(true, t0, false))
+	r.sawRelist()
+	r.pod(OpUpdate, testPod(true, t0, false))
+	r.relistUntil = time.Now().Add(-time.Second)
+	r.pod(OpUpdate, testPod(true, t0, false))
+	if _, err := r.close(); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := ReadObs(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for _, o := range obs {
+		got = append(got, o.Pod.Listed)
+	}
+	if want := []bool{false, true, false}; !slices.Equal(got, want) {
+		t.Errorf("Listed %v, want %v", got, want)
+	}
+	if resourceVersion(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "7"}}) != "7" || resourceVersion("x") != "" {
+		t.Error("resourceVersion")
 	}
 }
