@@ -101,6 +101,13 @@ type Checker struct {
 	// pending are the nodes whose invariant 1 state is not settled yet,
 	// by "set/node", with when it began.
 	pending map[string]pendingNode
+	// DownSettle is how long a take-down over the budget (invariant 2)
+	// waits to be judged: a node record that lags (a relisting watch)
+	// may yet say a node counted down had stopped serving before, and
+	// the controller rightly skipped it.
+	DownSettle time.Duration
+	// pendingDowns are those take-downs, oldest first.
+	pendingDowns []pendingDown
 
 	sets    map[string]*setState
 	pods    map[string]*PodObs                       // by UID
@@ -138,12 +145,16 @@ type specAt struct {
 type nodeState struct {
 	serving, cutOff, leaving, gone bool
 	why                            string
+	// since is when it stopped serving, as its record says (else when
+	// the record came); zero while it serves.
+	since time.Time
 }
 
 // NewChecker is a checker with the tolerances the soak runs with.
 func NewChecker() *Checker {
 	return &Checker{Lag: 2 * time.Second, StrategyGrace: 10 * time.Second, Settle: time.Second, pending: map[string]pendingNode{},
-		sets: map[string]*setState{}, pods: map[string]*PodObs{}, byNode: map[string]map[string]map[string]*PodObs{},
+		DownSettle: 30 * time.Second,
+		sets:       map[string]*setState{}, pods: map[string]*PodObs{}, byNode: map[string]map[string]map[string]*PodObs{},
 		nodes: map[string]*nodeState{}, deleted: map[string]bool{}, seen: map[string]int{}}
 }
 
@@ -151,6 +162,13 @@ func NewChecker() *Checker {
 func (c *Checker) Violations() []Violation {
 	vs := slices.Clone(c.vs)
 	// The states not settled yet count as they stand now.
+	for _, p := range c.pendingDowns {
+		if kv, ok := c.judgeDown(p); ok {
+			if _, seen := c.seen[kv.key]; !seen {
+				vs = append(vs, kv.v)
+			}
+		}
+	}
 	for _, p := range c.pending {
 		for _, kv := range c.nodeViolations(p.at, p.set, p.node) {
 			if _, ok := c.seen[kv.key]; !ok {
@@ -170,6 +188,12 @@ type pendingNode struct {
 // settle judges the pending states that began Settle or more before
 // now: those that still hold are violations, dated when they began.
 func (c *Checker) settle(now time.Time) {
+	for len(c.pendingDowns) > 0 && now.Sub(c.pendingDowns[0].at) >= c.DownSettle {
+		if kv, ok := c.judgeDown(c.pendingDowns[0]); ok {
+			c.flag(kv.key, kv.v)
+		}
+		c.pendingDowns = c.pendingDowns[1:]
+	}
 	for k, p := range c.pending {
 		if now.Sub(p.at) < c.Settle {
 			continue
@@ -226,7 +250,13 @@ func (c *Checker) Observe(o Obs) {
 		c.act(o.At, o.Act)
 	case o.Node != nil:
 		n := c.node(o.Node.Name)
-		n.serving, n.why = o.Node.Serving, o.Node.Why
+		n.serving, n.why, n.since = o.Node.Serving, o.Node.Why, time.Time{}
+		if !n.serving {
+			n.since = o.Node.Since
+			if n.since.IsZero() || n.since.After(o.At) {
+				n.since = o.At
+			}
+		}
 		if o.Node.Op == OpDelete {
 			n.gone = true
 		}

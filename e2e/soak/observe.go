@@ -112,6 +112,11 @@ type NodeObs struct {
 	Serving bool   `json:"serving"`
 	// Why says why a node does not serve.
 	Why string `json:"why,omitempty"`
+	// Since is when the node stopped serving as the node says it (its
+	// Ready condition's transition, an unreachable taint's time), zero
+	// when it does not say: a watch that lags or relists brings the news
+	// after the fact.
+	Since time.Time `json:"since,omitzero"`
 }
 
 // RevObs is a ControllerRevision of one of the soak's sets.

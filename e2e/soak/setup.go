@@ -172,7 +172,7 @@ func (r *runner) makeNodes(ctx context.Context) error {
 		}
 		ready := 0
 		for i := range list.Items {
-			if ok, _ := nodeServing(&list.Items[i]); ok {
+			if ok, _, _ := nodeServing(&list.Items[i]); ok {
 				ready++
 			}
 		}

@@ -65,11 +65,43 @@ func (c *Checker) checkTakenDown(at time.Time, s *setState, prev, p *PodObs) {
 		case patched:
 			how = "closed for an update in place (gate False)"
 		}
-		c.flag("unavailable/"+p.Set+"/"+p.Node, Violation{At: at, Invariant: InvUnavailable, Set: p.Set,
-			Message: fmt.Sprintf("available pod %s on %s %s with %d nodes down by the controller's doing, maxUnavailable %d",
-				p.Name, p.Node, how, len(down), budget),
-			Objects: down})
+		pd := pendingDown{key: "unavailable/" + p.Set + "/" + p.Node, at: at, set: p.Set, budget: budget, down: down,
+			what: fmt.Sprintf("available pod %s on %s %s", p.Name, p.Node, how)}
+		if c.DownSettle <= 0 {
+			if kv, ok := c.judgeDown(pd); ok {
+				c.flag(kv.key, kv.v)
+			}
+			return
+		}
+		c.pendingDowns = append(c.pendingDowns, pd)
 	}
+}
+
+// pendingDown is a take-down made with more nodes down than the budget,
+// as the records stood then.
+type pendingDown struct {
+	key, set, what string
+	at             time.Time
+	budget         int
+	down           []string
+}
+
+// judgeDown is the violation of a pending take-down, if it still is one:
+// the nodes counted down leave out those a later record says had
+// stopped serving by then (the controller skips them, and rightly).
+func (c *Checker) judgeDown(p pendingDown) (keyedViolation, bool) {
+	var down []string
+	for _, n := range p.down {
+		if st := c.node(n); st.serving || st.since.IsZero() || st.since.After(p.at) {
+			down = append(down, n)
+		}
+	}
+	if len(down) <= p.budget {
+		return keyedViolation{}, false
+	}
+	return keyedViolation{p.key, Violation{At: p.at, Invariant: InvUnavailable, Set: p.set,
+		Message: fmt.Sprintf("%s with %d nodes down by the controller's doing, maxUnavailable %d", p.what, len(down), p.budget),
+		Objects: down}}, true
 }
 
 // desired is the set's desired count as its status says, or the nodes

@@ -274,19 +274,23 @@ func (r *recorder) revision(op Op, obj any) {
 	r.record(Obs{Rev: o})
 }
 
-// nodeServing is whether a node takes part in rollouts, and why not: the
-// lifecycle rule of placement (no set of the soak changes it), and Ready.
-func nodeServing(n *corev1.Node) (bool, string) {
+// nodeServing is whether a node takes part in rollouts, why not, and
+// since when as the node says: the lifecycle rule of placement (no set of
+// the soak changes it), and Ready.
+func nodeServing(n *corev1.Node) (bool, string, time.Time) {
 	l := placement.Lifecycle{UnreachableAfter: placement.DefaultUnreachableAfterSeconds * time.Second}
 	if ph := l.Classify(n, time.Now()); ph.Class != placement.NodeServing {
-		return false, ph.Class.String() + ": " + ph.Reason
+		return false, ph.Class.String() + ": " + ph.Reason, ph.Since
 	}
 	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-			return true, ""
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return true, "", time.Time{}
+			}
+			return false, "not Ready", c.LastTransitionTime.Time
 		}
 	}
-	return false, "not Ready"
+	return false, "not Ready", time.Time{}
 }
 
 func (r *recorder) node(op Op, obj any) {
@@ -294,9 +298,9 @@ func (r *recorder) node(op Op, obj any) {
 	if !ok {
 		return
 	}
-	serving, why := nodeServing(n)
+	serving, why, since := nodeServing(n)
 	if op == OpDelete {
-		serving, why = false, "deleted"
+		serving, why, since = false, "deleted", time.Time{}
 	}
 	state := fmt.Sprintf("%t %s", serving, why)
 	r.mu.Lock()
@@ -305,7 +309,7 @@ func (r *recorder) node(op Op, obj any) {
 		return
 	}
 	r.serving[n.Name] = state
-	r.recordLocked(Obs{Node: &NodeObs{Op: op, Name: n.Name, Serving: serving, Why: why}})
+	r.recordLocked(Obs{Node: &NodeObs{Op: op, Name: n.Name, Serving: serving, Why: why, Since: since}})
 }
 
 // resourceVersion is obj's, "" when it has none.

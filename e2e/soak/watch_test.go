@@ -89,9 +89,17 @@ func TestNodeServing(t *testing.T) {
 		"unreachable": {corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready}}}, false},
 		"leaving":     {corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule}}}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready}}}, false},
 	} {
-		if got, why := nodeServing(&tc.node); got != tc.want {
+		if got, why, _ := nodeServing(&tc.node); got != tc.want {
 			t.Errorf("%s: serving %t (%s), want %t", name, got, why, tc.want)
 		}
+	}
+}
+
+// A node that is not Ready says since when.
+func TestNodeServingSince(t *testing.T) {
+	unknown := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(t0)}
+	if ok, _, since := nodeServing(&corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{unknown}}}); ok || !since.Equal(t0) {
+		t.Errorf("serving %t since %v, want false since %v", ok, since, t0)
 	}
 }
 
