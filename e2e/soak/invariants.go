@@ -99,8 +99,11 @@ type Checker struct {
 	Settle time.Duration
 
 	// pending are the nodes whose invariant 1 state is not settled yet,
-	// by "set/node", with when it began.
-	pending map[string]pendingNode
+	// by "set/node", with when it began. They wait until a relist is
+	// over too (lastListed: the last Listed pod record's time): a
+	// relist of many pods takes longer than Settle to deliver.
+	pending    map[string]pendingNode
+	lastListed time.Time
 	// DownSettle is how long a take-down over the budget (invariant 2)
 	// waits to be judged: a node record that lags (a relisting watch)
 	// may yet say a node counted down had stopped serving before, and
@@ -145,9 +148,23 @@ type specAt struct {
 type nodeState struct {
 	serving, cutOff, leaving, gone bool
 	why                            string
-	// since is when it stopped serving, as its record says (else when
-	// the record came); zero while it serves.
-	since time.Time
+	// out are the spans it did not serve, as its records say: from when
+	// the node says it stopped (else when the record came) to the record
+	// that shows it serving again; the last one open while it is out.
+	out []span
+}
+
+// span is a stretch of time; a zero to is still open.
+type span struct{ from, to time.Time }
+
+// outAt reports whether the node's records say it did not serve at t.
+func (n *nodeState) outAt(t time.Time) bool {
+	for _, s := range n.out {
+		if !t.Before(s.from) && (s.to.IsZero() || t.Before(s.to)) {
+			return true
+		}
+	}
+	return false
 }
 
 // NewChecker is a checker with the tolerances the soak runs with.
@@ -195,7 +212,7 @@ func (c *Checker) settle(now time.Time) {
 		c.pendingDowns = c.pendingDowns[1:]
 	}
 	for k, p := range c.pending {
-		if now.Sub(p.at) < c.Settle {
+		if now.Sub(p.at) < c.Settle || now.Sub(c.lastListed) < c.Settle {
 			continue
 		}
 		delete(c.pending, k)
@@ -244,19 +261,27 @@ func (c *Checker) serves(name string) bool {
 
 // Observe feeds one record.
 func (c *Checker) Observe(o Obs) {
+	if o.Pod != nil && o.Pod.Listed {
+		c.lastListed = o.At
+	}
 	c.settle(o.At)
 	switch {
 	case o.Act != nil:
 		c.act(o.At, o.Act)
 	case o.Node != nil:
 		n := c.node(o.Node.Name)
-		n.serving, n.why, n.since = o.Node.Serving, o.Node.Why, time.Time{}
-		if !n.serving {
-			n.since = o.Node.Since
-			if n.since.IsZero() || n.since.After(o.At) {
-				n.since = o.At
+		open := len(n.out) > 0 && n.out[len(n.out)-1].to.IsZero()
+		switch {
+		case !o.Node.Serving && !open:
+			from := o.Node.Since
+			if from.IsZero() || from.After(o.At) {
+				from = o.At
 			}
+			n.out = append(n.out, span{from: from})
+		case o.Node.Serving && open:
+			n.out[len(n.out)-1].to = o.At
 		}
+		n.serving, n.why = o.Node.Serving, o.Node.Why
 		if o.Node.Op == OpDelete {
 			n.gone = true
 		}

@@ -194,6 +194,29 @@ func TestCheckers(t *testing.T) {
 				add(Obs{Node: &NodeObs{Op: OpUpdate, Name: "n1", Why: "not Ready", Since: t0.Add(90 * time.Second)}}),
 			want: []Invariant{InvUnavailable},
 		},
+		"a node back in service by the judging still counts out when it was": {
+			stream: fleet("a", "u1", "", "1", 3).
+				terminating("a", "u1", "a-old-n1", "n1", "old").
+				pod("a", "u1", "a-new-n1", "n1", "new", false).
+				after(time.Second).
+				terminating("a", "u1", "a-old-n2", "n2", "old").
+				after(5*time.Second).
+				add(Obs{Node: &NodeObs{Op: OpUpdate, Name: "n1", Why: "Unreachable: Ready Unknown for 40s", Since: t0.Add(30 * time.Second)}}).
+				after(time.Second).
+				add(Obs{Node: &NodeObs{Op: OpUpdate, Name: "n1", Serving: true}}).
+				after(time.Minute).
+				pod("a", "u1", "a-new-n1", "n1", "new", true),
+		},
+		"two pods on a node in a long relist are judged after it": {
+			// The relist delivers for 3 s; the new pod on n1 comes first,
+			// the old one's delete last.
+			stream: fleet("a", "u1", "", "1", 3).
+				add(Obs{Pod: &PodObs{Op: OpAdd, Name: "a-new-n1", UID: "uid-a-new-n1", Set: "a", OwnerUID: "u1", Node: "n1", Hash: "new", ReadySince: t0, Listed: true}}).
+				after(1500 * time.Millisecond).
+				add(Obs{Pod: &PodObs{Op: OpUpdate, Name: "a-old-n3", UID: "uid-a-old-n3", Set: "a", OwnerUID: "u1", Node: "n3", Hash: "old", ReadySince: t0, Listed: true}}).
+				after(1500 * time.Millisecond).
+				add(Obs{Pod: &PodObs{Op: OpDelete, Name: "a-old-n1", UID: "uid-a-old-n1", Set: "a", OwnerUID: "u1", Node: "n1", Hash: "old", Listed: true}}),
+		},
 		"one node at a time": {
 			stream: fleet("a", "u1", "", "1", 3).
 				terminating("a", "u1", "a-old-n1", "n1", "old").

@@ -92,7 +92,7 @@ type pendingDown struct {
 func (c *Checker) judgeDown(p pendingDown) (keyedViolation, bool) {
 	var down []string
 	for _, n := range p.down {
-		if st := c.node(n); st.serving || st.since.IsZero() || st.since.After(p.at) {
+		if !c.node(n).outAt(p.at) {
 			down = append(down, n)
 		}
 	}
