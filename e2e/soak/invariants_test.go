@@ -217,6 +217,19 @@ func TestCheckers(t *testing.T) {
 				after(1500 * time.Millisecond).
 				add(Obs{Pod: &PodObs{Op: OpDelete, Name: "a-old-n1", UID: "uid-a-old-n1", Set: "a", OwnerUID: "u1", Node: "n1", Hash: "old", Listed: true}}),
 		},
+		"minReadySeconds counted from a condition's whole second": {
+			// The replacement turned Ready at .9 s as the soak saw it;
+			// its condition says the whole second, so the controller
+			// counts it available 0.9 s before the soak does.
+			stream: fleet("a", "u1", "", "1", 3).
+				add(Obs{Set: &SetObs{Op: OpUpdate, Name: "a", UID: "u1", Kind: KindEverynode, Generation: 1, ObservedGeneration: 1,
+					Desired: 3, MaxUnavailable: "1", MinReadySeconds: 5}}).
+				terminating("a", "u1", "a-old-n1", "n1", "old").
+				pod("a", "u1", "a-new-n1", "n1", "new", false).
+				after(900*time.Millisecond).readyNow("a", "u1", "a-new-n1", "n1", "new").
+				after(4200*time.Millisecond).
+				terminating("a", "u1", "a-old-n2", "n2", "old"),
+		},
 		"one node at a time": {
 			stream: fleet("a", "u1", "", "1", 3).
 				terminating("a", "u1", "a-old-n1", "n1", "old").

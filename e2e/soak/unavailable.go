@@ -130,6 +130,12 @@ func (s *setState) obsName() string {
 	return s.obs.Name
 }
 
+// conditionClock is the precision of a condition's lastTransitionTime,
+// from which the controller counts minReadySeconds (as upstream): a pod
+// is available to it up to this much before the soak, which times the
+// Ready it sees by its own clock, counts it so.
+const conditionClock = time.Second
+
 // disruptedNodes are the set's nodes down by the controller's doing at
 // at, with the ones that recovered (an available pod that turned Ready
 // after it went down) or stopped serving forgotten.
@@ -142,7 +148,7 @@ func (c *Checker) disruptedNodes(at time.Time, s *setState) []string {
 		}
 		up := false
 		for _, q := range c.byNode[s.obsName()][node] {
-			if s.counts(q) && !q.ReadySince.Before(since.Truncate(time.Second)) && q.AvailableAt(at, s.minReady()) {
+			if s.counts(q) && !q.ReadySince.Before(since.Truncate(time.Second)) && q.AvailableAt(at.Add(conditionClock), s.minReady()) {
 				up = true
 			}
 		}
