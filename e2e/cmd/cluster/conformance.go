@@ -92,17 +92,10 @@ func runConformance(ctx context.Context, root string, args []string) error {
 	}
 	start := time.Now()
 	const name = "conformance"
-	os.Setenv("CLUSTER_NAME", name)
-	for env, port := range map[string]string{"EVERYNODE_PORT": "38443", "EVERYNODE_HEALTH_PORT": "38080"} {
-		if os.Getenv(env) == "" {
-			os.Setenv(env, port)
-		}
-	}
-	c, err := cluster.New(root, name)
+	c, err := sessionCluster(root, name, "38443", "38080")
 	if err != nil {
 		return err
 	}
-	toolEnv(c)
 	mode := cmp.Or(os.Getenv("MODE"), "takeover")
 	// The spec texts start "[sig-apps] Daemon set " and "[sig-apps]
 	// ControllerRevision " (their tags, [Serial] and [Conformance], come

@@ -31,6 +31,26 @@ var drivers = map[string]driver{
 	"soak":          runSoak,
 }
 
+// sessionCluster is the cluster of a session of its own (a driver's):
+// CLUSTER_NAME set to name for the harness's later steps, everynode on
+// port and healthPort unless EVERYNODE_PORT and EVERYNODE_HEALTH_PORT
+// say otherwise ("" keeps the harness's default), and the harness's tools
+// in the environment (toolEnv).
+func sessionCluster(root, name, port, healthPort string) (*cluster.Cluster, error) {
+	os.Setenv("CLUSTER_NAME", name)
+	for env, p := range map[string]string{"EVERYNODE_PORT": port, "EVERYNODE_HEALTH_PORT": healthPort} {
+		if p != "" && os.Getenv(env) == "" {
+			os.Setenv(env, p)
+		}
+	}
+	c, err := cluster.New(root, name)
+	if err != nil {
+		return nil, err
+	}
+	toolEnv(c)
+	return c, nil
+}
+
 // toolEnv makes the environment every tool a driver runs gets: the
 // harness's tools first on PATH (kubectl, kwokctl, helm and the control
 // plane), kwokctl's working folder, and the cluster's admin kubeconfig as

@@ -22,13 +22,10 @@ func runE2ERealNode(ctx context.Context, root string, args []string) error {
 	if len(args) > 0 {
 		return fmt.Errorf("usage: cluster e2e-real-node (settings from the environment: GO_TEST_ARGS, KEEP_CLUSTER)")
 	}
-	const name = "everynode-real"
-	os.Setenv("CLUSTER_NAME", name)
-	c, err := cluster.New(root, name)
+	c, err := sessionCluster(root, "everynode-real", "", "")
 	if err != nil {
 		return err
 	}
-	toolEnv(c)
 	down(ctx, c)
 	if !envOn("KEEP_CLUSTER") {
 		defer down(ctx, c)

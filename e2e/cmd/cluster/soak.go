@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"everynode.io/e2e/cluster"
 	"everynode.io/e2e/soak"
 )
 
@@ -53,17 +52,10 @@ func runSoak(ctx context.Context, root string, args []string) error {
 		return err
 	}
 	const name = "everynode-soak"
-	os.Setenv("CLUSTER_NAME", name)
-	for env, port := range map[string]string{"EVERYNODE_PORT": "48443", "EVERYNODE_HEALTH_PORT": "48080"} {
-		if os.Getenv(env) == "" {
-			os.Setenv(env, port)
-		}
-	}
-	c, err := cluster.New(root, name)
+	c, err := sessionCluster(root, name, "48443", "48080")
 	if err != nil {
 		return err
 	}
-	toolEnv(c)
 	if o.Out == "" {
 		o.Out = filepath.Join(c.State, "results")
 	}
