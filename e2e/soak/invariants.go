@@ -473,16 +473,25 @@ func (c *Checker) nodeViolations(at time.Time, set, node string) []keyedViolatio
 		return []keyedViolation{{"duplicate/" + set + "/" + node, Violation{At: at, Invariant: InvDuplicate, Set: set,
 			Message: fmt.Sprintf("node %s holds %d live pods of the set (maxSurge %d)", node, len(live), surge), Objects: names}}}
 	}
-	// A surge pair: count the set's nodes that hold one.
+	// A surge pair: count the set's nodes that hold one whose new pod
+	// is not available yet. Once it is, the old pod is on its way out
+	// and the node no longer counts against maxSurge, as upstream counts
+	// it: a rollout then surges on another node in the same step, and
+	// the delete and the create go out as the request budget allows.
+	update := ""
+	if s.obs != nil {
+		update = s.obs.UpdateRevision
+	}
 	var pairs []string
 	for n, pods := range c.byNode[set] {
-		k := 0
+		k, done := 0, false
 		for _, q := range pods {
 			if s.counts(q) {
 				k++
+				done = done || (update != "" && q.Hash == update && q.AvailableAt(at, s.minReady()))
 			}
 		}
-		if k > 1 {
+		if k > 1 && !done {
 			pairs = append(pairs, n)
 		}
 	}

@@ -113,6 +113,25 @@ func TestCheckers(t *testing.T) {
 				pod("s", "u1", "s-new-n2", "n2", "new", false),
 			want: []Invariant{InvSurge},
 		},
+		"a pair whose new pod is available is no longer surging": {
+			// The old pod's delete is on its way: the rollout surges on
+			// the next node meanwhile, as upstream does.
+			stream: fleet("s", "u1", "1", "0", 3).
+				add(Obs{Set: &SetObs{Op: OpUpdate, Name: "s", UID: "u1", Kind: KindEverynode, Generation: 2, ObservedGeneration: 2,
+					Desired: 3, MaxSurge: "1", MaxUnavailable: "0", UpdateRevision: "new"}}).
+				pod("s", "u1", "s-new-n1", "n1", "new", true).
+				after(2*time.Second).
+				pod("s", "u1", "s-new-n2", "n2", "new", false).
+				after(2 * time.Second),
+		},
+		"surge pairs past maxSurge, new pods not yet available": {
+			stream: fleet("s", "u1", "1", "0", 3).
+				add(Obs{Set: &SetObs{Op: OpUpdate, Name: "s", UID: "u1", Kind: KindEverynode, Generation: 2, ObservedGeneration: 2,
+					Desired: 3, MaxSurge: "1", MaxUnavailable: "0", UpdateRevision: "new"}}).
+				pod("s", "u1", "s-new-n1", "n1", "new", false).
+				pod("s", "u1", "s-new-n2", "n2", "new", false),
+			want: []Invariant{InvSurge},
+		},
 		"two pods of one revision on a node of a surge set": {
 			stream: fleet("s", "u1", "1", "0", 3).pod("s", "u1", "s-again", "n1", "old", false),
 			want:   []Invariant{InvDuplicate},
