@@ -330,8 +330,16 @@ func TestCheckers(t *testing.T) {
 				act(ActObs{Kind: ActDeleteSet, Set: "a", Orphan: true}).
 				add(Obs{Set: &SetObs{Op: OpDelete, Name: "a", UID: "u1"}}).
 				pod("a", "", "a-old-n1", "n1", "old", true).
+				after(3*time.Second).
 				terminating("a", "", "a-old-n1", "n1", "old"),
 			want: []Invariant{InvLostPod},
+		},
+		"a pod gone just as its set is orphan-deleted": {
+			// A sync begun before the controller saw the deletion.
+			stream: fleet("a", "u1", "", "1", 2).
+				act(ActObs{Kind: ActDeleteSet, Set: "a", Orphan: true}).
+				after(100*time.Millisecond).
+				terminating("a", "u1", "a-old-n1", "n1", "old"),
 		},
 		"a revision gone while its set is orphan-deleted": {
 			stream: fleet("a", "u1", "", "1", 2).

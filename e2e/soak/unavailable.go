@@ -20,7 +20,9 @@ func (c *Checker) checkTakenDown(at time.Time, s *setState, prev, p *PodObs) {
 	if !went && !patched {
 		return
 	}
-	if went && s.orphaned && !c.deleted[p.Name] && c.serves(p.Node) {
+	// Within Lag of the orphaning delete, a pod may still go by a sync
+	// the controller began before it saw the set's deletion.
+	if went && s.orphaned && !c.deleted[p.Name] && c.serves(p.Node) && at.Sub(s.askedAt) >= c.Lag {
 		c.flag("lost-pod/"+p.Name, Violation{At: at, Invariant: InvLostPod, Set: p.Set,
 			Message: "a pod went while its set was deleted with --cascade=orphan", Objects: []string{"pod " + p.Name + " on " + p.Node}})
 	}
