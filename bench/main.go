@@ -58,6 +58,11 @@ type config struct {
 	profileDir     string
 	profileSeconds int
 	profileURLs    stringList
+	// peers are the systems run beside upstream and everynode
+	// (--peers, comma separated: kruise), none by default; kruisePID is
+	// kruise-manager's pid, which the harness's StartKruise gives.
+	peers     string
+	kruisePID int
 	// rev is `git describe` of the tree when the benchmark started (make
 	// bench builds everynode from it just before), not when a report is
 	// written: a long run outlives commits.
@@ -120,6 +125,8 @@ func main() {
 	flag.StringVar(&c.clusterName, "cluster", "", "with --scenario=takeover: the harness's cluster whose controllers it switches (e2e/cluster)")
 	flag.StringVar(&c.root, "root", "..", "the everynode checkout of that cluster")
 	flag.StringVar(&c.everynodePIDFile, "everynode-pid-file", "", "pid file of everynode")
+	flag.StringVar(&c.peers, "peers", "", "more systems beside upstream and everynode, comma separated: kruise (OpenKruise's Advanced DaemonSet, C in each round of the rounds and in-place scenarios); empty: none")
+	flag.IntVar(&c.kruisePID, "kruise-pid", 0, "pid of kruise-manager (with --peers=kruise)")
 	flag.StringVar(&c.pidDir, "pid-dir", "", "directory of the control plane's pid files (kwokctl's pids/), for CPU by process and the quiet wait before each run")
 	flag.StringVar(&c.everynodeMetrics, "everynode-metrics", "http://127.0.0.1:28080/metrics", "everynode's /metrics")
 	flag.StringVar(&c.schedulerMetrics, "scheduler-metrics", "", "kube-scheduler's /metrics (https, client cert)")
@@ -141,6 +148,10 @@ func main() {
 
 	if !slices.Contains([]string{"rounds", "churn", "order", "inplace", "takeover", "hang", "unreachable", "resize"}, c.scenario) {
 		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\", \"order\", \"inplace\", \"takeover\", \"hang\", \"unreachable\" or \"resize\"\n", c.scenario)
+		os.Exit(2)
+	}
+	if _, err := c.systems(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -186,8 +197,12 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	go t.touchStalled(ctx, cs)
+	systems, err := c.systems()
+	if err != nil {
+		return err
+	}
 	// Leftovers of an interrupted run would skew the first one.
-	for _, s := range []system{upstream, everynode} {
+	for _, s := range systems {
 		if err := w.teardown(ctx, s, t); err != nil {
 			return err
 		}
@@ -221,11 +236,17 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
+	if slices.Contains(systems, kruise) {
+		if _, err := cpuSeconds(c.kruisePID); err != nil {
+			return fmt.Errorf("kruise-manager (--kruise-pid=%d): %w", c.kruisePID, err)
+		}
+		procs[kruise.proc] = c.kruisePID
+	}
 	b := &bench{c: c, cs: cs, w: w, t: t, m: m, procs: procs}
 	b.baseline(ctx)
 	start := time.Now()
 	if c.scenario == "inplace" {
-		variants, err := selectedVariants(c.inPlaceVariants)
+		variants, err := selectedVariants(c.inPlaceVariants, systems)
 		if err != nil {
 			return err
 		}
@@ -379,7 +400,7 @@ func run(ctx context.Context, c config) error {
 			}
 			sched = append(sched, res...)
 		}
-		for _, s := range []system{upstream, everynode} {
+		for _, s := range systems {
 			res, err := b.runOnce(ctx, s, r)
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", s.name, r, err)
@@ -397,6 +418,25 @@ func run(ctx context.Context, c config) error {
 	}
 	logf("done in %s: %s, %s", time.Since(start).Round(time.Second), md, png)
 	return nil
+}
+
+// systems are the systems of a round, in order: upstream (A), everynode
+// (B), then the --peers (C, ...).
+func (c config) systems() ([]system, error) {
+	out := []system{upstream, everynode}
+	if c.peers == "" {
+		return out, nil
+	}
+	for _, name := range strings.Split(c.peers, ",") {
+		i := slices.IndexFunc(peerSystems, func(s system) bool { return s.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("--peers: unknown system %q (want kruise)", name)
+		}
+		if !slices.Contains(out, peerSystems[i]) {
+			out = append(out, peerSystems[i])
+		}
+	}
+	return out, nil
 }
 
 // stringList is a repeatable string flag.
