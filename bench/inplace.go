@@ -276,7 +276,9 @@ func (v inPlaceVariant) baseName() string {
 // extra ones, and those for a peer only when a peer runs.
 func selectedVariants(keys string, systems []system) ([]inPlaceVariant, error) {
 	peers := len(systems) > 2
-	runs := func(v inPlaceVariant) bool { return slices.ContainsFunc(systems, func(s system) bool { return s.name == v.sys.name }) }
+	runs := func(v inPlaceVariant) bool {
+		return slices.ContainsFunc(systems, func(s system) bool { return s.name == v.sys.name })
+	}
 	if keys == "" {
 		var out []inPlaceVariant
 		for _, v := range inPlaceVariants {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -105,4 +106,105 @@ func TestInPlaceReportGoldenTwoSystems(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGolden(t, "inplace-2.md", string(b))
+}
+
+// With Kruise, the report has a column per system and everynode's ratio
+// to the best of the other two: upstream's figures are the fixture's
+// doubled, Kruise's at 0.4 of upstream's, so Kruise is the best peer on
+// every lower-is-better figure and everynode (half of upstream's) misses
+// its targets against it, which the bold must show.
+func TestReportGoldenThreeSystems(t *testing.T) {
+	c := config{out: t.TempDir(), nodes: 1000, rounds: 2, rev: "v0-test", qps: 50, burst: 100, join: 50, joinWaves: 6,
+		kcmControllers: "daemonset-controller", kwokPodWorkers: 32, kwokNodeWorkers: 32, peers: "kruise"}
+	runs := []*runResult{
+		fixtureRun(upstream.name, 1, 1), fixtureRun(everynode.name, 1, 0.5), fixtureRun(kruise.name, 1, 0.4),
+		fixtureRun(upstream.name, 2, 1.2), fixtureRun(everynode.name, 2, 0.6), fixtureRun(kruise.name, 2, 0.48),
+	}
+	md, _, err := writeReport(c, runs, nil, time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "report-3.md", string(b))
+}
+
+// The in-place report with Kruise's variant gains a column: each of
+// everynode's in-place variants over Kruise's in-place update.
+func TestInPlaceReportGoldenThreeSystems(t *testing.T) {
+	c := config{out: t.TempDir(), nodes: 1000, rounds: 1, rev: "v0-test", qps: 50, burst: 100, kwokStartDelay: true, peers: "kruise"}
+	name := func(key string) string {
+		for _, v := range inPlaceVariants {
+			if v.key == key {
+				return v.name
+			}
+		}
+		t.Fatalf("no variant %s", key)
+		return ""
+	}
+	runs := []*inPlaceResult{
+		{variant: name("upstream"), round: 1, update: 40, total: 2100, podsMade: 1000, requests: map[string]int{"create pods": 1000, "delete pods": 1000}},
+		{variant: name("gate"), round: 1, update: 30, total: 3010, requests: map[string]int{"patch pods": 1000, "patch pods/status": 2000}},
+		{variant: name("nogate"), round: 1, update: 25, total: 1005, requests: map[string]int{"patch pods": 1000}},
+		{variant: name("ifserved"), round: 1, update: 26, total: 1006, requests: map[string]int{"patch pods": 1000}},
+		{variant: name("kruise"), round: 1, update: 32, total: 3050, requests: map[string]int{"patch pods": 1000, "update pods/status": 2000}},
+	}
+	md, err := writeInPlaceReport(c, runs, time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "inplace-3.md", string(b))
+}
+
+// Every row of every table in the reports has as many cells as its
+// header: a cell too few or too many shifts the figures after it under
+// the wrong system.
+func TestGoldenTablesAreRectangular(t *testing.T) {
+	for _, name := range []string{"report-2.md", "report-3.md", "inplace-2.md", "inplace-3.md"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		header := -1
+		for i, line := range strings.Split(string(b), "\n") {
+			switch {
+			case !strings.HasPrefix(line, "|"):
+				header = -1
+			case header < 0:
+				header = strings.Count(line, "|")
+			case strings.Count(line, "|") != header:
+				t.Errorf("%s:%d has %d cell borders, its header %d: %s", name, i+1, strings.Count(line, "|"), header, line)
+			}
+		}
+	}
+}
+
+// The best of the other systems is the lowest median, the highest for a
+// rate, and a system that measured nothing (NaN) is left out.
+func TestBestMedian(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		medians      []float64
+		higherBetter bool
+		want         float64
+	}{
+		{[]float64{3, 2}, false, 2},
+		{[]float64{3, 2}, true, 3},
+		{[]float64{nan, 2}, false, 2},
+		{[]float64{nan, nan}, false, nan},
+	} {
+		got := bestMedian(tc.medians, tc.higherBetter)
+		if got != tc.want && !(math.IsNaN(got) && math.IsNaN(tc.want)) {
+			t.Errorf("bestMedian(%v, %t) = %v, want %v", tc.medians, tc.higherBetter, got, tc.want)
+		}
+	}
+	if !(figure{unit: "pods/s"}).higherBetter() || (figure{unit: "s"}).higherBetter() {
+		t.Error("only rates are higher-is-better")
+	}
 }
