@@ -104,6 +104,11 @@ bench-inplace: tools build ## The image update in place (with and without its ga
 	$(BUILD_PEERS)
 	KWOK_START_DELAY=$${KWOK_START_DELAY:-1} BENCH_ARGS="--scenario=inplace $(BENCH_ARGS)" e2e/hack/cluster.sh bench
 
+.PHONY: bench-partition
+bench-partition: tools build ## An image update held at a partition of half the nodes, then resumed: everynode, and Kruise with PEERS=kruise (NODES=1000)
+	$(BUILD_PEERS)
+	BENCH_ARGS="--scenario=partition $(BENCH_ARGS)" e2e/hack/cluster.sh bench
+
 .PHONY: bench-hang
 bench-hang: tools build ## Plain pods with everynode up, hung (SIGSTOP) and with no extender (NODES=3)
 	NODES=$${NODES:-3} BENCH_ARGS="--scenario=hang $(BENCH_ARGS)" e2e/hack/cluster.sh bench

@@ -137,7 +137,7 @@ func main() {
 	flag.StringVar(&c.auditLog, "audit-log", "", "kube-apiserver audit log (requests per client)")
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.BoolVar(&c.dry, "dry", false, "check the setup and exit")
-	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "order": nodes join while a set rolls, with a start-order chain of three sets, everynode only (order.go); "inplace": the image update in place against upstream's recreate (inplace.go); "takeover": one apps/v1 set by kube-controller-manager and by everynode --takeover (takeover.go); "hang": a burst of plain pods with everynode up, hung (SIGSTOP) and with no extender (hang.go); "unreachable": an update on a healthy cluster, then one with 2% of the nodes unreachable (lifecycle.go); "resize": every pod's cpu request doubled, by a recreate update and by spec.nodeSizing in place (resize.go)`)
+	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "order": nodes join while a set rolls, with a start-order chain of three sets, everynode only (order.go); "inplace": the image update in place against upstream's recreate (inplace.go); "takeover": one apps/v1 set by kube-controller-manager and by everynode --takeover (takeover.go); "hang": a burst of plain pods with everynode up, hung (SIGSTOP) and with no extender (hang.go); "unreachable": an update on a healthy cluster, then one with 2% of the nodes unreachable (lifecycle.go); "resize": every pod's cpu request doubled, by a recreate update and by spec.nodeSizing in place (resize.go); "partition": an image update held at a partition of half the nodes, then resumed, everynode and the --peers (partition.go)`)
 	flag.StringVar(&c.unreachableBudget, "unreachable-max-unavailable", "10%", "with --scenario=unreachable: the updates' maxUnavailable (with 2%, the unreachable nodes fill upstream's budget)")
 	flag.StringVar(&c.resizeVariants, "resize-variants", "", "with --scenario=resize: the variants to run, comma separated (upstream, recreate, resize); empty: all three")
 	flag.StringVar(&c.inPlaceVariants, "inplace-variants", "", "with --scenario=inplace: the variants to run, comma separated (upstream, gate, nogate; upstream-1 and recreate-1, maxUnavailable 1 over the first 100 nodes, run only when named); empty: upstream, gate, nogate")
@@ -146,8 +146,8 @@ func main() {
 	flag.Var(&c.profileURLs, "profile-url", "another process to profile over the join waves, as name=base URL of its /debug/pprof (repeatable)")
 	flag.Parse()
 
-	if !slices.Contains([]string{"rounds", "churn", "order", "inplace", "takeover", "hang", "unreachable", "resize"}, c.scenario) {
-		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\", \"order\", \"inplace\", \"takeover\", \"hang\", \"unreachable\" or \"resize\"\n", c.scenario)
+	if !slices.Contains([]string{"rounds", "churn", "order", "inplace", "takeover", "hang", "unreachable", "resize", "partition"}, c.scenario) {
+		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\", \"order\", \"inplace\", \"takeover\", \"hang\", \"unreachable\", \"resize\" or \"partition\"\n", c.scenario)
 		os.Exit(2)
 	}
 	if _, err := c.systems(); err != nil {
@@ -262,6 +262,26 @@ func run(ctx context.Context, c config) error {
 			done := c
 			done.rounds = r
 			md, err := writeInPlaceReport(done, runs, start)
+			if err != nil {
+				return err
+			}
+			logf("round %d of %d written to %s", r, c.rounds, md)
+		}
+		return nil
+	}
+	if c.scenario == "partition" {
+		var runs []*partitionResult
+		for r := 1; r <= c.rounds; r++ {
+			for _, s := range partitionSystems(systems) {
+				res, err := b.partitionOnce(ctx, s, r)
+				if err != nil {
+					return fmt.Errorf("%s partition round %d: %w", s.name, r, err)
+				}
+				runs = append(runs, res)
+			}
+			done := c
+			done.rounds = r
+			md, err := writePartitionReport(done, runs, start, systems)
 			if err != nil {
 				return err
 			}

@@ -166,7 +166,7 @@ func TestInPlaceReportGoldenThreeSystems(t *testing.T) {
 // header: a cell too few or too many shifts the figures after it under
 // the wrong system.
 func TestGoldenTablesAreRectangular(t *testing.T) {
-	for _, name := range []string{"report-2.md", "report-3.md", "inplace-2.md", "inplace-3.md"} {
+	for _, name := range []string{"report-2.md", "report-3.md", "inplace-2.md", "inplace-3.md", "partition-1.md", "partition-2.md"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			t.Fatal(err)
