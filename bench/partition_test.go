@@ -16,6 +16,11 @@ import (
 // API type with no field unknown; upstream, with no partition, is left
 // out.
 func TestPartitionStrategy(t *testing.T) {
+	for _, s := range []system{everynode, kruise} {
+		if p := jsonCopyPanic(partitionStrategy(s, 500)); p != nil {
+			t.Fatalf("%s's strategy is no unstructured value: %v", s.name, p)
+		}
+	}
 	conv := runtime.DefaultUnstructuredConverter
 	var e everynodev1alpha1.DaemonSetUpdateStrategy
 	if err := conv.FromUnstructuredWithValidation(partitionStrategy(everynode, 500), &e, true); err != nil {

@@ -155,8 +155,11 @@ func rollingUpdateOf(s system, maxUnavailable, maxSurge string) map[string]any {
 	return ru
 }
 
+// intOrString is s as JSON's number when it is one, else the string.
+// The number is an int64, as unstructured objects take (a plain int
+// panics in their DeepCopy); it marshals to the same bytes.
 func intOrString(s string) any {
-	var n int
+	var n int64
 	if _, err := fmt.Sscanf(s, "%d", &n); err == nil && fmt.Sprint(n) == s {
 		return n
 	}
