@@ -81,8 +81,14 @@ e2e-kruise: tools build ## OpenKruise's kruise-manager on the e2e cluster: its A
 demo: tools build ## The newcomer's tour: a local cluster, a DaemonSet, a new node, a rollout
 	REAL_NODE=$${REAL_NODE:-auto} e2e/hack/cluster.sh demo
 
+# BUILD_PEERS builds the bench's peers PEERS names (comma separated):
+# kruise-manager for kruise. Nothing when PEERS is empty.
+BUILD_PEERS = $(if $(filter kruise,$(subst $(comma), ,$(PEERS))),e2e/hack/tools.sh kruise)
+comma := ,
+
 .PHONY: bench
-bench: tools build ## everynode against the built-in DaemonSet controller (NODES=1000)
+bench: tools build ## everynode against the built-in DaemonSet controller (NODES=1000; PEERS=kruise adds OpenKruise's Advanced DaemonSet)
+	$(BUILD_PEERS)
 	e2e/hack/cluster.sh bench
 
 .PHONY: bench-churn
@@ -94,8 +100,14 @@ bench-order: tools build ## Nodes join under churn with a start-order chain a <-
 	KWOK_START_DELAY=$${KWOK_START_DELAY:-1} BENCH_ARGS="--scenario=order $(BENCH_ARGS)" e2e/hack/cluster.sh bench
 
 .PHONY: bench-inplace
-bench-inplace: tools build ## The image update in place (with and without its gate) against upstream's recreate (NODES=1000)
+bench-inplace: tools build ## The image update in place (with and without its gate) against upstream's recreate (NODES=1000; PEERS=kruise adds Kruise's)
+	$(BUILD_PEERS)
 	KWOK_START_DELAY=$${KWOK_START_DELAY:-1} BENCH_ARGS="--scenario=inplace $(BENCH_ARGS)" e2e/hack/cluster.sh bench
+
+.PHONY: bench-partition
+bench-partition: tools build ## An image update held at a partition of half the nodes, then resumed: everynode, and Kruise with PEERS=kruise (NODES=1000)
+	$(BUILD_PEERS)
+	BENCH_ARGS="--scenario=partition $(BENCH_ARGS)" e2e/hack/cluster.sh bench
 
 .PHONY: bench-hang
 bench-hang: tools build ## Plain pods with everynode up, hung (SIGSTOP) and with no extender (NODES=3)

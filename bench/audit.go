@@ -21,14 +21,25 @@ const (
 	clientKCM       = "kube-controller-manager"
 	clientEverynode = "everynode"
 	clientScheduler = "kube-scheduler"
-	clientOther     = "other"
+	// clientKruise is kruise-manager: "kruise-manager" for most of its
+	// clients, "kruise-manager/daemonset-controller" for its DaemonSet
+	// controller's own (pods, events, status).
+	clientKruise = "kruise-manager"
+	clientOther  = "other"
 )
+
+// controllerClients are the clients whose requests readAudit keeps one by
+// one (auditWindow.requests).
+var controllerClients = []string{clientKCM, clientEverynode, clientKruise}
 
 func clientOf(userAgent string) string {
 	for _, c := range []string{clientKCM, clientEverynode, clientScheduler} {
 		if strings.HasPrefix(userAgent, c+"/") {
 			return c
 		}
+	}
+	if userAgent == clientKruise || strings.HasPrefix(userAgent, clientKruise+"/") {
+		return clientKruise
 	}
 	return clientOther
 }
@@ -90,8 +101,8 @@ type auditWindow struct {
 	// ones kube-apiserver closed because the client did not keep up. Told
 	// apart by client, as apiserver_terminated_watchers_total is not.
 	podWatchesCut []watchCut
-	// requests are each controller's requests (clientKCM,
-	// clientEverynode), for budgetUse and the counts by phase.
+	// requests are each controller's requests (controllerClients), for
+	// budgetUse and the counts by phase.
 	requests map[string][]auditRequest
 }
 
@@ -203,7 +214,7 @@ func readAudit(path string, offset int64, from, to time.Time) (auditWindow, erro
 			r.code = e.ResponseStatus.Code
 		}
 		w.byVerbResource[c][r.what()]++
-		if c == clientKCM || c == clientEverynode {
+		if slices.Contains(controllerClients, c) {
 			w.requests[c] = append(w.requests[c], r)
 		}
 		if c == clientScheduler && e.Verb == "create" && e.resource() == "pods/binding" {

@@ -158,3 +158,25 @@ func TestBudgetUse(t *testing.T) {
 		t.Errorf("no requests in the phase: %+v, want none and NaN", u)
 	}
 }
+
+// Each controller's requests are told apart by user agent: Kruise's
+// manager sends its own name bare from most of its clients and with its
+// controller's name from the DaemonSet controller's.
+func TestClientOf(t *testing.T) {
+	for ua, want := range map[string]string{
+		"kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/abc/system:serviceaccount:kube-system:daemon-set-controller": clientKCM,
+		"everynode/v0.1.0 (linux/amd64)":       clientEverynode,
+		"kube-scheduler/v1.37.2 (linux/amd64)": clientScheduler,
+		"kruise-manager":                       clientKruise,
+		"kruise-manager/daemonset-controller":  clientKruise,
+		"kruise-manager-other/v1":              clientOther,
+		"kwok-controller/v0.8.0":               clientOther,
+	} {
+		if got := clientOf(ua); got != want {
+			t.Errorf("clientOf(%q) = %q, want %q", ua, got, want)
+		}
+	}
+	if !slices.Contains(controllerClients, kruise.client) {
+		t.Errorf("Kruise's requests are not kept one by one: %v", controllerClients)
+	}
+}

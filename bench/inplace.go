@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +21,15 @@ import (
 //   - everynode in place: podUpdatePolicy InPlaceIfPossible with the
 //     readiness gate (the default): gate False, patch, gate True;
 //   - everynode in place, no gate: inPlaceReadinessGate false: the patch.
+//
+// With --peers=kruise two more run by default:
+//
+//   - everynode in place, gate if served: inPlaceGatePolicy IfServed, the
+//     gate closed only for a pod an EndpointSlice lists (none here: no
+//     Service selects the bench's pods), so the patch alone;
+//   - Kruise in place: OpenKruise's Advanced DaemonSet, rollingUpdateType
+//     InPlaceIfPossible (its pods made with its InPlaceUpdateReady gate):
+//     gate False, patch, gate True, as everynode's gated update.
 //
 // Per variant: create the set, wait for it on every node, let the cluster
 // go quiet, then time the update from the patch of the set until every
@@ -44,6 +54,9 @@ type inPlaceVariant struct {
 	until int
 	// extra variants run only when --inplace-variants names them.
 	extra bool
+	// withPeers variants run by default only beside a peer (--peers):
+	// the comparison they are for needs it.
+	withPeers bool
 }
 
 // stepPods is how many nodes the maxUnavailable-1 variants time.
@@ -56,6 +69,12 @@ var inPlaceVariants = []inPlaceVariant{
 		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": int64(0), "podUpdatePolicy": "InPlaceIfPossible"}},
 	{key: "nogate", name: "everynode in place, no gate", sys: everynode,
 		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": int64(0), "podUpdatePolicy": "InPlaceIfPossible", "inPlaceReadinessGate": false}},
+	{key: "ifserved", name: "everynode in place, gate if served", sys: everynode, withPeers: true,
+		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": int64(0), "podUpdatePolicy": "InPlaceIfPossible", "inPlaceGatePolicy": "IfServed"}},
+	// Kruise's in-place update: its rollingUpdateType (v1.8.2) with the
+	// same budget; Kruise refuses maxSurge with it, as everynode does.
+	{key: "kruise", name: "Kruise in place", sys: kruise,
+		rollingUpdate: map[string]any{"rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": "10%", "maxSurge": int64(0)}},
 	// The default strategy's pace, one pod at a time: each step waits for
 	// the pod just replaced to turn ready (controller/pacing.PodEventDelay).
 	{key: "upstream-1", name: "upstream (recreate), maxUnavailable 1", sys: upstream, until: stepPods, extra: true,
@@ -133,11 +152,7 @@ func (b *bench) inPlaceOnce(ctx context.Context, v inPlaceVariant, round int) (*
 		if err != nil {
 			logf("%s warning: %v", lbl, err)
 		}
-		ctrl := clientKCM
-		if v.sys.name == everynode.name {
-			ctrl = clientEverynode
-		}
-		res.requests, res.total = aw.byVerbResource[ctrl], aw.byClient[ctrl]
+		res.requests, res.total = aw.byVerbResource[v.sys.client], aw.byClient[v.sys.client]
 	}
 	logf("%s update %.1fs; %d controller requests (%.2f per pod), %d pods made: %v",
 		lbl, res.update, res.total, float64(res.total)/float64(v.pods(b.c.nodes)), res.podsMade, res.requests)
@@ -182,7 +197,24 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 		return summarize(xs)
 	}
 	update := func(r *inPlaceResult) float64 { return r.update }
-	sb.WriteString("| variant | nodes timed | update s | ratio to upstream | controller requests per pod | pods created |\n|---|---|---|---|---|---|\n")
+	// Kruise's column, only when its variant ran: the report of the two
+	// systems stays as it was.
+	kruiseName := ""
+	if i := slices.IndexFunc(inPlaceVariants, func(v inPlaceVariant) bool { return v.sys.name == kruise.name }); get(inPlaceVariants[i].name, update).n > 0 {
+		kruiseName = inPlaceVariants[i].name
+		sb.WriteString("Kruise in place: OpenKruise's Advanced DaemonSet (apps.kruise.io/v1alpha1, kruise-manager), rollingUpdateType InPlaceIfPossible, which makes its pods with its readiness gate InPlaceUpdateReady and, per pod, writes it False, patches the image and writes it True; " +
+			"everynode in place, gate if served: inPlaceGatePolicy IfServed, with no Service selecting the bench's pods, so the patch alone. The last column is the variant's median over Kruise's, under the same tie rule.\n\n")
+		sb.WriteString("| variant | nodes timed | update s | ratio to upstream | controller requests per pod | pods created | ratio to Kruise in place |\n|---|---|---|---|---|---|---|\n")
+	} else {
+		sb.WriteString("| variant | nodes timed | update s | ratio to upstream | controller requests per pod | pods created |\n|---|---|---|---|---|---|\n")
+	}
+	ratioTo := func(s, base summary) string {
+		ratio := fmt.Sprintf("%.2f", s.median/base.median)
+		if math.Abs(s.median-base.median) <= math.Max(base.max-base.min, s.max-s.min) {
+			ratio += " (tie)"
+		}
+		return ratio
+	}
 	for _, v := range inPlaceVariants {
 		if get(v.name, update).n == 0 {
 			continue
@@ -191,14 +223,19 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 		base := get(v.baseName(), update)
 		ratio := "–"
 		if v.sys.name != upstream.name && base.median > 0 && !math.IsNaN(s.median) {
-			ratio = fmt.Sprintf("%.2f", s.median/base.median)
-			if math.Abs(s.median-base.median) <= math.Max(base.max-base.min, s.max-s.min) {
-				ratio += " (tie)"
-			}
+			ratio = ratioTo(s, base)
 		}
 		made := get(v.name, func(r *inPlaceResult) float64 { return float64(r.podsMade) })
 		perPod := get(v.name, func(r *inPlaceResult) float64 { return float64(r.total) / float64(v.pods(c.nodes)) })
-		fmt.Fprintf(&sb, "| %s | %d | %s | %s | %s | %s |\n", v.name, v.pods(c.nodes), fmtSummary(s), ratio, fmtSummary(perPod), fmtNum(made.median))
+		fmt.Fprintf(&sb, "| %s | %d | %s | %s | %s | %s |", v.name, v.pods(c.nodes), fmtSummary(s), ratio, fmtSummary(perPod), fmtNum(made.median))
+		if kruiseName != "" {
+			k, toKruise := get(kruiseName, update), "–"
+			if v.sys.name == everynode.name && v.until == 0 && k.median > 0 && !math.IsNaN(s.median) {
+				toKruise = ratioTo(s, k)
+			}
+			fmt.Fprintf(&sb, " %s |", toKruise)
+		}
+		sb.WriteString("\n")
 	}
 	sb.WriteString("\nRequests by verb and resource, per run:\n\n| run | update s | requests | by verb and resource |\n|---|---|---|---|\n")
 	sorted := append([]*inPlaceResult(nil), runs...)
@@ -235,12 +272,17 @@ func (v inPlaceVariant) baseName() string {
 }
 
 // selectedVariants returns the variants whose keys are listed (comma
-// separated); when keys is empty, all but the extra ones.
-func selectedVariants(keys string) ([]inPlaceVariant, error) {
+// separated) and whose systems run; when keys is empty, all but the
+// extra ones, and those for a peer only when a peer runs.
+func selectedVariants(keys string, systems []system) ([]inPlaceVariant, error) {
+	peers := len(systems) > 2
+	runs := func(v inPlaceVariant) bool {
+		return slices.ContainsFunc(systems, func(s system) bool { return s.name == v.sys.name })
+	}
 	if keys == "" {
 		var out []inPlaceVariant
 		for _, v := range inPlaceVariants {
-			if !v.extra {
+			if !v.extra && runs(v) && (peers || !v.withPeers) {
 				out = append(out, v)
 			}
 		}
@@ -248,15 +290,14 @@ func selectedVariants(keys string) ([]inPlaceVariant, error) {
 	}
 	var out []inPlaceVariant
 	for _, k := range strings.Split(keys, ",") {
-		found := false
-		for _, v := range inPlaceVariants {
-			if v.key == k {
-				out, found = append(out, v), true
-			}
+		i := slices.IndexFunc(inPlaceVariants, func(v inPlaceVariant) bool { return v.key == k })
+		if i < 0 {
+			return nil, fmt.Errorf("--inplace-variants: unknown variant %q (want upstream, gate, nogate, ifserved, kruise, upstream-1, recreate-1)", k)
 		}
-		if !found {
-			return nil, fmt.Errorf("--inplace-variants: unknown variant %q (want upstream, gate, nogate, upstream-1, recreate-1)", k)
+		if v := inPlaceVariants[i]; !runs(v) {
+			return nil, fmt.Errorf("--inplace-variants: variant %q needs --peers=%s", k, v.sys.name)
 		}
+		out = append(out, inPlaceVariants[i])
 	}
 	return out, nil
 }

@@ -81,6 +81,10 @@ func writeStageTable(b *strings.Builder, runs []*runResult) {
 		}
 		return summarize(out)
 	}
+	if syss := reportSystems(runs); len(syss) > 2 {
+		writePeersStageTable(b, syss, stat)
+		return
+	}
 	row := func(name string, xsOf func(*runResult) []float64) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", name,
 			fmtSummary(stat(upstream.name, xsOf, 50)), fmtSummary(stat(everynode.name, xsOf, 50)),

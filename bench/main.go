@@ -58,6 +58,11 @@ type config struct {
 	profileDir     string
 	profileSeconds int
 	profileURLs    stringList
+	// peers are the systems run beside upstream and everynode
+	// (--peers, comma separated: kruise), none by default; kruisePID is
+	// kruise-manager's pid, which the harness's StartKruise gives.
+	peers     string
+	kruisePID int
 	// rev is `git describe` of the tree when the benchmark started (make
 	// bench builds everynode from it just before), not when a report is
 	// written: a long run outlives commits.
@@ -107,7 +112,7 @@ func main() {
 	flag.StringVar(&c.manifest, "manifest", "examples/fluentd-elasticsearch.yaml", "the DaemonSet manifest (its apiVersion is replaced per system)")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for the report, <N>-nodes.md and <N>-nodes.png, replaced by each run at that scale (an experiment: another directory)")
 	flag.IntVar(&c.nodes, "nodes", 1000, "nodes in the cluster (for the report; the cluster is made by make bench)")
-	flag.IntVar(&c.rounds, "rounds", 3, "A,B pairs to run")
+	flag.IntVar(&c.rounds, "rounds", 3, "rounds to run, each A, B (and C, ... with --peers)")
 	flag.IntVar(&c.join, "join", 50, "nodes added at once in the node-join phase")
 	flag.IntVar(&c.joinWaves, "join-waves", 6, "node joins per run, one after the other (p50 and p99 over all of them)")
 	flag.IntVar(&c.qps, "qps", 50, "client QPS of both controllers (for the report)")
@@ -120,6 +125,8 @@ func main() {
 	flag.StringVar(&c.clusterName, "cluster", "", "with --scenario=takeover: the harness's cluster whose controllers it switches (e2e/cluster)")
 	flag.StringVar(&c.root, "root", "..", "the everynode checkout of that cluster")
 	flag.StringVar(&c.everynodePIDFile, "everynode-pid-file", "", "pid file of everynode")
+	flag.StringVar(&c.peers, "peers", "", "more systems beside upstream and everynode, comma separated: kruise (OpenKruise's Advanced DaemonSet, C in each round of the rounds and in-place scenarios); empty: none")
+	flag.IntVar(&c.kruisePID, "kruise-pid", 0, "pid of kruise-manager (with --peers=kruise)")
 	flag.StringVar(&c.pidDir, "pid-dir", "", "directory of the control plane's pid files (kwokctl's pids/), for CPU by process and the quiet wait before each run")
 	flag.StringVar(&c.everynodeMetrics, "everynode-metrics", "http://127.0.0.1:28080/metrics", "everynode's /metrics")
 	flag.StringVar(&c.schedulerMetrics, "scheduler-metrics", "", "kube-scheduler's /metrics (https, client cert)")
@@ -130,17 +137,21 @@ func main() {
 	flag.StringVar(&c.auditLog, "audit-log", "", "kube-apiserver audit log (requests per client)")
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.BoolVar(&c.dry, "dry", false, "check the setup and exit")
-	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "order": nodes join while a set rolls, with a start-order chain of three sets, everynode only (order.go); "inplace": the image update in place against upstream's recreate (inplace.go); "takeover": one apps/v1 set by kube-controller-manager and by everynode --takeover (takeover.go); "hang": a burst of plain pods with everynode up, hung (SIGSTOP) and with no extender (hang.go); "unreachable": an update on a healthy cluster, then one with 2% of the nodes unreachable (lifecycle.go); "resize": every pod's cpu request doubled, by a recreate update and by spec.nodeSizing in place (resize.go)`)
+	flag.StringVar(&c.scenario, "scenario", "rounds", `"rounds": rollout, rolling updates and node join waves; "churn": nodes join while one of ten sets rolls (churn.go); "order": nodes join while a set rolls, with a start-order chain of three sets, everynode only (order.go); "inplace": the image update in place against upstream's recreate (inplace.go); "takeover": one apps/v1 set by kube-controller-manager and by everynode --takeover (takeover.go); "hang": a burst of plain pods with everynode up, hung (SIGSTOP) and with no extender (hang.go); "unreachable": an update on a healthy cluster, then one with 2% of the nodes unreachable (lifecycle.go); "resize": every pod's cpu request doubled, by a recreate update and by spec.nodeSizing in place (resize.go); "partition": an image update held at a partition of half the nodes, then resumed, everynode and the --peers (partition.go)`)
 	flag.StringVar(&c.unreachableBudget, "unreachable-max-unavailable", "10%", "with --scenario=unreachable: the updates' maxUnavailable (with 2%, the unreachable nodes fill upstream's budget)")
 	flag.StringVar(&c.resizeVariants, "resize-variants", "", "with --scenario=resize: the variants to run, comma separated (upstream, recreate, resize); empty: all three")
-	flag.StringVar(&c.inPlaceVariants, "inplace-variants", "", "with --scenario=inplace: the variants to run, comma separated (upstream, gate, nogate; upstream-1 and recreate-1, maxUnavailable 1 over the first 100 nodes, run only when named); empty: upstream, gate, nogate")
+	flag.StringVar(&c.inPlaceVariants, "inplace-variants", "", "with --scenario=inplace: the variants to run, comma separated (upstream, gate, nogate, ifserved, kruise (with --peers=kruise); upstream-1 and recreate-1, maxUnavailable 1 over the first 100 nodes, run only when named); empty: upstream, gate, nogate, and with --peers also ifserved and each peer's")
 	flag.StringVar(&c.profileDir, "profile-joins", "", "directory for CPU profiles of every process over each join wave (a diagnostic: off by default)")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 3, "length of each join wave's CPU profiles, from the wave's first node create")
 	flag.Var(&c.profileURLs, "profile-url", "another process to profile over the join waves, as name=base URL of its /debug/pprof (repeatable)")
 	flag.Parse()
 
-	if !slices.Contains([]string{"rounds", "churn", "order", "inplace", "takeover", "hang", "unreachable", "resize"}, c.scenario) {
-		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\", \"order\", \"inplace\", \"takeover\", \"hang\", \"unreachable\" or \"resize\"\n", c.scenario)
+	if !slices.Contains([]string{"rounds", "churn", "order", "inplace", "takeover", "hang", "unreachable", "resize", "partition"}, c.scenario) {
+		fmt.Fprintf(os.Stderr, "bench: --scenario=%q: want \"rounds\", \"churn\", \"order\", \"inplace\", \"takeover\", \"hang\", \"unreachable\", \"resize\" or \"partition\"\n", c.scenario)
+		os.Exit(2)
+	}
+	if _, err := c.systems(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -186,8 +197,12 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	go t.touchStalled(ctx, cs)
+	systems, err := c.systems()
+	if err != nil {
+		return err
+	}
 	// Leftovers of an interrupted run would skew the first one.
-	for _, s := range []system{upstream, everynode} {
+	for _, s := range systems {
 		if err := w.teardown(ctx, s, t); err != nil {
 			return err
 		}
@@ -221,11 +236,17 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
+	if slices.Contains(systems, kruise) {
+		if _, err := cpuSeconds(c.kruisePID); err != nil {
+			return fmt.Errorf("kruise-manager (--kruise-pid=%d): %w", c.kruisePID, err)
+		}
+		procs[kruise.proc] = c.kruisePID
+	}
 	b := &bench{c: c, cs: cs, w: w, t: t, m: m, procs: procs}
 	b.baseline(ctx)
 	start := time.Now()
 	if c.scenario == "inplace" {
-		variants, err := selectedVariants(c.inPlaceVariants)
+		variants, err := selectedVariants(c.inPlaceVariants, systems)
 		if err != nil {
 			return err
 		}
@@ -241,6 +262,26 @@ func run(ctx context.Context, c config) error {
 			done := c
 			done.rounds = r
 			md, err := writeInPlaceReport(done, runs, start)
+			if err != nil {
+				return err
+			}
+			logf("round %d of %d written to %s", r, c.rounds, md)
+		}
+		return nil
+	}
+	if c.scenario == "partition" {
+		var runs []*partitionResult
+		for r := 1; r <= c.rounds; r++ {
+			for _, s := range partitionSystems(systems) {
+				res, err := b.partitionOnce(ctx, s, r)
+				if err != nil {
+					return fmt.Errorf("%s partition round %d: %w", s.name, r, err)
+				}
+				runs = append(runs, res)
+			}
+			done := c
+			done.rounds = r
+			md, err := writePartitionReport(done, runs, start, systems)
 			if err != nil {
 				return err
 			}
@@ -379,7 +420,7 @@ func run(ctx context.Context, c config) error {
 			}
 			sched = append(sched, res...)
 		}
-		for _, s := range []system{upstream, everynode} {
+		for _, s := range systems {
 			res, err := b.runOnce(ctx, s, r)
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", s.name, r, err)
@@ -397,6 +438,25 @@ func run(ctx context.Context, c config) error {
 	}
 	logf("done in %s: %s, %s", time.Since(start).Round(time.Second), md, png)
 	return nil
+}
+
+// systems are the systems of a round, in order: upstream (A), everynode
+// (B), then the --peers (C, ...).
+func (c config) systems() ([]system, error) {
+	out := []system{upstream, everynode}
+	if c.peers == "" {
+		return out, nil
+	}
+	for _, name := range strings.Split(c.peers, ",") {
+		i := slices.IndexFunc(peerSystems, func(s system) bool { return s.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("--peers: unknown system %q (want kruise)", name)
+		}
+		if !slices.Contains(out, peerSystems[i]) {
+			out = append(out, peerSystems[i])
+		}
+	}
+	return out, nil
 }
 
 // stringList is a repeatable string flag.

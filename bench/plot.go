@@ -10,7 +10,7 @@ import (
 )
 
 // plotRollout draws pods available over time during the rollout, one line
-// per run: blues for upstream, reds for everynode.
+// per run: blues for upstream, reds for everynode, greens for kruise.
 func plotRollout(runs []*runResult, path string, nodes int) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Rollout on %d nodes: pods available over time", nodes)
@@ -21,7 +21,8 @@ func plotRollout(runs []*runResult, path string, nodes int) error {
 	p.Add(plotter.NewGrid())
 	blues := []color.RGBA{{31, 119, 180, 255}, {23, 190, 207, 255}, {44, 60, 140, 255}}
 	reds := []color.RGBA{{214, 39, 40, 255}, {255, 127, 14, 255}, {148, 30, 60, 255}}
-	var ia, ib int
+	greens := []color.RGBA{{44, 160, 44, 255}, {140, 200, 60, 255}, {20, 90, 50, 255}}
+	var ia, ib, ic int
 	for _, r := range runs {
 		if len(r.series) == 0 {
 			continue
@@ -36,10 +37,15 @@ func plotRollout(runs []*runResult, path string, nodes int) error {
 			return fmt.Errorf("plotting: %w", err)
 		}
 		l.Width = vg.Points(1.5)
-		if r.system == upstream.name {
+		switch r.system {
+		case upstream.name:
 			l.Color = blues[ia%len(blues)]
 			ia++
-		} else {
+		case kruise.name:
+			l.Color = greens[ic%len(greens)]
+			l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+			ic++
+		default:
 			l.Color = reds[ib%len(reds)]
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 			ib++

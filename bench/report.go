@@ -22,6 +22,11 @@ type figure struct {
 	target bool // everynode/upstream <= 1.0 is a target of issue 8
 }
 
+// higherBetter reports whether the best of the systems on f is the
+// highest median, not the lowest (the ratio to the best peer,
+// report_peers.go): a rate.
+func (f figure) higherBetter() bool { return strings.HasSuffix(f.unit, "/s") }
+
 func perPod(n float64, r *runResult) float64 {
 	if r.podsMade == 0 {
 		return math.NaN()
@@ -131,40 +136,18 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 		return "", "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# everynode vs. the built-in DaemonSet controller, %d nodes\n\n", c.nodes)
-	fmt.Fprintf(&b, "%s, everynode %s, %d rounds of A (apps/v1, kube-controller-manager) and B (everynode.io/v1alpha1) alternated, ",
-		start.Format("2006-01-02 15:04"), c.rev, c.rounds)
+	syss := reportSystems(runs)
 	orKwokDefault := func(n int) int {
 		if n == 0 {
 			return 4 // kwok's own default for each kind of worker
 		}
 		return n
 	}
-	fmt.Fprintf(&b, "kwok nodes (%d pod workers, %d node and %d lease workers) on one local control plane (`make bench`). Both controllers at client QPS %d, burst %d; kube-controller-manager with `--controllers=%s`. Node join: %d waves of %d nodes a run. ",
-		orKwokDefault(c.kwokPodWorkers), orKwokDefault(c.kwokNodeWorkers), orKwokDefault(c.kwokNodeWorkers), c.qps, c.burst, c.kcmControllers, c.joinWaves, c.join)
-	if c.profileDir != "" {
-		fmt.Fprintf(&b, "CPU profiles were taken of every process over the first %d s of each join wave (`--profile-joins`), so the join's figures include the profiler's cost, alike for both systems. ", c.profileSeconds)
-	}
-	fmt.Fprintf(&b, "Each cell: median (min–max) over the runs. Ratio = everynode / upstream of the medians; **bold** = a target of issue 8 (≤ 1.0) missed.\n\n")
-	b.WriteString("| figure | unit | upstream (apps/v1) | everynode | ratio |\n|---|---|---|---|---|\n")
-	for _, f := range figures {
-		a, e := bySystem(runs, upstream.name, f), bySystem(runs, everynode.name, f)
-		ratio := e.median / a.median
-		if math.IsInf(ratio, 0) {
-			ratio = math.NaN() // nothing to compare with (upstream's figure is 0)
-		}
-		rs := fmtNum(ratio)
-		if ratio > 1 && rs == "1.00" {
-			rs = fmt.Sprintf("%.3f", ratio) // a miss must not read as 1.00
-		}
-		if f.target && !math.IsNaN(ratio) {
-			if ratio > 1.0 {
-				rs = "**" + rs + "**"
-			} else {
-				rs += " ✓"
-			}
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.name, f.unit, fmtSummary(a), fmtSummary(e), rs)
+	if len(syss) > 2 {
+		writePeersHeader(&b, c, syss, start, orKwokDefault)
+		writePeersFigures(&b, runs, syss)
+	} else {
+		writeTwoHeader(&b, c, runs, start, orKwokDefault)
 	}
 	fmt.Fprintf(&b, "\n![pods available over time during the rollout](%s)\n", filepath.Base(png))
 	writeStageTable(&b, runs)
@@ -184,35 +167,72 @@ func writeReport(c config, runs []*runResult, sched []*schedResult, start time.T
 	writeWatchCuts(&b, runs)
 
 	b.WriteString("\n## Controller requests by verb and resource (audit log, sum over the runs)\n\n")
-	for _, sys := range []string{upstream.name, everynode.name} {
+	for _, sys := range syss {
 		total := map[string]int{}
 		for _, r := range runs {
-			if r.system == sys {
+			if r.system == sys.name {
 				for k, v := range r.controllerByVerb {
 					total[k] += v
 				}
 			}
 		}
-		fmt.Fprintf(&b, "- %s: %s\n", sys, topN(total, 12))
+		fmt.Fprintf(&b, "- %s: %s\n", sys.name, topN(total, 12))
 	}
 	b.WriteString("\n## All requests by verb, resource, subresource (apiserver_request_total, sum over the runs)\n\n")
-	for _, sys := range []string{upstream.name, everynode.name} {
+	for _, sys := range syss {
 		total := map[string]int{}
 		for _, r := range runs {
-			if r.system == sys {
+			if r.system == sys.name {
 				for k, v := range r.apiserverByVerb {
 					total[strings.TrimSpace(k)] += int(v)
 				}
 			}
 		}
-		fmt.Fprintf(&b, "- %s: %s\n", sys, topN(total, 12))
+		fmt.Fprintf(&b, "- %s: %s\n", sys.name, topN(total, 12))
 	}
 	b.WriteString(methodNotes)
+	if len(syss) > 2 {
+		b.WriteString(peersNotes)
+	}
 	md := base + ".md"
 	if err := os.WriteFile(md, []byte(b.String()), 0o644); err != nil {
 		return "", "", fmt.Errorf("writing %s: %w", md, err)
 	}
 	return md, png, nil
+}
+
+// writeTwoHeader is the report's title, first paragraph and main table
+// for upstream and everynode alone.
+func writeTwoHeader(b *strings.Builder, c config, runs []*runResult, start time.Time, orKwokDefault func(int) int) {
+	fmt.Fprintf(b, "# everynode vs. the built-in DaemonSet controller, %d nodes\n\n", c.nodes)
+	fmt.Fprintf(b, "%s, everynode %s, %d rounds of A (apps/v1, kube-controller-manager) and B (everynode.io/v1alpha1) alternated, ",
+		start.Format("2006-01-02 15:04"), c.rev, c.rounds)
+	fmt.Fprintf(b, "kwok nodes (%d pod workers, %d node and %d lease workers) on one local control plane (`make bench`). Both controllers at client QPS %d, burst %d; kube-controller-manager with `--controllers=%s`. Node join: %d waves of %d nodes a run. ",
+		orKwokDefault(c.kwokPodWorkers), orKwokDefault(c.kwokNodeWorkers), orKwokDefault(c.kwokNodeWorkers), c.qps, c.burst, c.kcmControllers, c.joinWaves, c.join)
+	if c.profileDir != "" {
+		fmt.Fprintf(b, "CPU profiles were taken of every process over the first %d s of each join wave (`--profile-joins`), so the join's figures include the profiler's cost, alike for both systems. ", c.profileSeconds)
+	}
+	fmt.Fprintf(b, "Each cell: median (min–max) over the runs. Ratio = everynode / upstream of the medians; **bold** = a target of issue 8 (≤ 1.0) missed.\n\n")
+	b.WriteString("| figure | unit | upstream (apps/v1) | everynode | ratio |\n|---|---|---|---|---|\n")
+	for _, f := range figures {
+		a, e := bySystem(runs, upstream.name, f), bySystem(runs, everynode.name, f)
+		ratio := e.median / a.median
+		if math.IsInf(ratio, 0) {
+			ratio = math.NaN() // nothing to compare with (upstream's figure is 0)
+		}
+		rs := fmtNum(ratio)
+		if ratio > 1 && rs == "1.00" {
+			rs = fmt.Sprintf("%.3f", ratio) // a miss must not read as 1.00
+		}
+		if f.target && !math.IsNaN(ratio) {
+			if ratio > 1.0 {
+				rs = "**" + rs + "**"
+			} else {
+				rs += " ✓"
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", f.name, f.unit, fmtSummary(a), fmtSummary(e), rs)
+	}
 }
 
 // writeCPUTable reports the CPU of every process on the machine, over the
@@ -255,6 +275,14 @@ func writeCPUTable(b *strings.Builder, runs []*runResult) {
 		}
 	}
 	b.WriteString("\n## CPU by process\n\nCPU seconds (utime+stime from /proc) of every process of the cluster and of the benchmark, over the rollout, over the node joins (each wave's first create to its last pod available, summed) and over the whole run; each run starts once these processes together are back to their idle rate (the wait is the last row).\n\n")
+	if syss := reportSystems(runs); len(syss) > 2 {
+		writePeersCPUTable(b, runs, syss, ns, []func(*runResult) map[string]float64{
+			func(r *runResult) map[string]float64 { return r.rolloutCPU },
+			func(r *runResult) map[string]float64 { return r.joinCPU },
+			func(r *runResult) map[string]float64 { return r.runCPU },
+		}, get, cpuOf)
+		return
+	}
 	b.WriteString("| process | upstream, rollout | everynode, rollout | ratio | upstream, join | everynode, join | ratio | upstream, run | everynode, run | ratio |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	spans := []func(*runResult) map[string]float64{
 		func(r *runResult) map[string]float64 { return r.rolloutCPU },
@@ -357,19 +385,18 @@ func writeWatchCuts(b *strings.Builder, runs []*runResult) {
 // where the two systems' counts differ.
 func writeBudgetTable(b *strings.Builder, runs []*runResult, c config) {
 	fmt.Fprintf(b, "\n## Phases against the client budget\n\nFrom the audit log: each controller's requests in the phase, up to its last pod request (a create or delete of a pod; status writes and events may follow), against a token bucket of QPS %d, burst %d, full when the phase starts. The parts add up to the phase: length = (requests − burst) / QPS + idle + unspent + tail. *Requests*: the controller's, up to its last pod request. *Idle*: seconds the bucket sat full before that request, QPS it left unused while it still had requests to make (the wait for its first request included; near 0 when the phase is bound by the QPS). *Unspent*: tokens left in the bucket at that request, in seconds of QPS (refilled while the controller waited and never used; below 0 where requests arrived closer together than the QPS allows, as arrival times jitter). *Tail*: from that request to the end of the phase. Median (min–max) over the runs; the last column is everynode − upstream of the medians in seconds (requests at the QPS).\n\n", c.qps, c.burst)
-	b.WriteString("| phase | part | upstream | everynode | everynode − upstream, s |\n|---|---|---|---|---|\n")
 	phases := []string{"rollout", "rolling update, maxUnavailable 10%", "rolling update, maxSurge 10%"}
-	parts := []struct {
-		name string
-		get  func(u *budget) float64
-		// secs converts the part to seconds of the phase.
-		secs float64
-	}{
+	parts := []budgetPart{
 		{"requests", func(u *budget) float64 { return float64(u.requests) }, 1 / float64(c.qps)},
 		{"idle, s", func(u *budget) float64 { return u.idle }, 1},
 		{"unspent, s", func(u *budget) float64 { return u.unspent }, 1},
 		{"tail, s", func(u *budget) float64 { return u.tail }, 1},
 	}
+	if syss := reportSystems(runs); len(syss) > 2 {
+		writePeersBudgetTable(b, runs, syss, phases, parts)
+		return
+	}
+	b.WriteString("| phase | part | upstream | everynode | everynode − upstream, s |\n|---|---|---|---|---|\n")
 	for i, name := range phases {
 		for _, part := range parts {
 			f := figure{get: func(r *runResult) float64 {
@@ -423,11 +450,21 @@ func writeBudgetTable(b *strings.Builder, runs []*runResult, c config) {
 	}
 }
 
-// sameKind names a "verb resource" so that both systems' DaemonSets count
-// as one: daemonsets.apps/status and daemonsets.everynode.io/status are
-// the same request to each controller.
+// budgetPart is one part of a phase against the client budget.
+type budgetPart struct {
+	name string
+	get  func(u *budget) float64
+	// secs converts the part to seconds of the phase.
+	secs float64
+}
+
+// sameKind names a "verb resource" so that every system's DaemonSets
+// count as one: daemonsets.apps/status, daemonsets.everynode.io/status
+// and daemonsets.apps.kruise.io/status are the same request to each
+// controller. Kruise's comes first: the replacer tries its strings in
+// order, and daemonsets.apps would take its prefix.
 func sameKind(what string) string {
-	return strings.NewReplacer("daemonsets.apps", "daemonsets", "daemonsets.everynode.io", "daemonsets").Replace(what)
+	return strings.NewReplacer("daemonsets.apps.kruise.io", "daemonsets", "daemonsets.apps", "daemonsets", "daemonsets.everynode.io", "daemonsets").Replace(what)
 }
 
 // fmtCount is m[k] as a whole number, "0" when absent, "–" when m is nil

@@ -31,10 +31,21 @@ type bench struct {
 }
 
 func (b *bench) label(s system, r int) string {
-	if s.name == upstream.name {
-		return fmt.Sprintf("[A upstream r%d]", r)
+	return fmt.Sprintf("[%s %s r%d]", s.letter, s.name, r)
+}
+
+// controllerPID is the pid of s's controller process.
+func (b *bench) controllerPID(s system) (int, error) {
+	switch s.name {
+	case everynode.name:
+		return readPID(b.c.everynodePIDFile)
+	case kruise.name:
+		if b.c.kruisePID == 0 {
+			return 0, fmt.Errorf("no --kruise-pid: kruise-manager is not running")
+		}
+		return b.c.kruisePID, nil
 	}
-	return fmt.Sprintf("[B everynode r%d]", r)
+	return readPID(b.c.kcmPIDFile)
 }
 
 // runOnce runs one system through a run's phases in order (rollout, the
@@ -45,11 +56,8 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 	lbl := b.label(s, round)
 	// The controller's process: its pid for the RSS sampler, its name for
 	// its CPU, which is its row of the CPU-by-process figures.
-	pidFile, procName := b.c.kcmPIDFile, "kube-controller-manager"
-	if s.name == everynode.name {
-		pidFile, procName = b.c.everynodePIDFile, "everynode"
-	}
-	pid, err := readPID(pidFile)
+	procName := s.proc
+	pid, err := b.controllerPID(s)
 	if err != nil {
 		return nil, err
 	}
@@ -154,10 +162,7 @@ func (b *bench) runOnce(ctx context.Context, s system, round int) (*runResult, e
 			res.apiserverByVerb[k] = d
 		}
 	}
-	ctrl := clientKCM
-	if s.name == everynode.name {
-		ctrl = clientEverynode
-	}
+	ctrl := s.client
 	if b.c.auditLog != "" {
 		aw, err := readAudit(b.c.auditLog, before.auditOffset, t0, end)
 		if err != nil {

@@ -22,17 +22,33 @@ import (
 
 // system is one side of the comparison.
 type system struct {
-	name       string // "upstream" or "everynode"
+	name       string // "upstream", "everynode" or "kruise"
 	apiVersion string
 	gvr        schema.GroupVersionResource
+	// letter names it in the logs: A, B, C, the order of a round.
+	letter string
+	// client is its controller's client in the audit log (clientOf).
+	client string
+	// proc is its controller's process among procs (CPU by process).
+	proc string
 }
 
 var (
 	upstream = system{name: "upstream", apiVersion: "apps/v1",
-		gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}}
+		gvr:    schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"},
+		letter: "A", client: clientKCM, proc: "kube-controller-manager"}
 	everynode = system{name: "everynode", apiVersion: "everynode.io/v1alpha1",
-		gvr: schema.GroupVersionResource{Group: "everynode.io", Version: "v1alpha1", Resource: "daemonsets"}}
+		gvr:    schema.GroupVersionResource{Group: "everynode.io", Version: "v1alpha1", Resource: "daemonsets"},
+		letter: "B", client: clientEverynode, proc: "everynode"}
+	// kruise is OpenKruise's Advanced DaemonSet, run by kruise-manager
+	// (--peers=kruise): the same manifest but for apiVersion.
+	kruise = system{name: "kruise", apiVersion: "apps.kruise.io/v1alpha1",
+		gvr:    schema.GroupVersionResource{Group: "apps.kruise.io", Version: "v1alpha1", Resource: "daemonsets"},
+		letter: "C", client: clientKruise, proc: "kruise-manager"}
 )
+
+// peerSystems are the systems --peers may add to upstream and everynode.
+var peerSystems = []system{kruise}
 
 // The workload's identity. Not kube-system: everynode's webhooks never match
 // it, and the point of B is to have them in the path.
@@ -111,7 +127,7 @@ func (w *workload) create(ctx context.Context, s system, img string) error {
 // rollingUpdate sets the strategy and the image in one JSON patch, as a user
 // editing the manifest would.
 func (w *workload) rollingUpdate(ctx context.Context, s system, img, maxUnavailable, maxSurge string) error {
-	ru := map[string]any{"maxUnavailable": intOrString(maxUnavailable), "maxSurge": intOrString(maxSurge)}
+	ru := rollingUpdateOf(s, maxUnavailable, maxSurge)
 	patch := []map[string]any{
 		{"op": "add", "path": "/spec/updateStrategy", "value": map[string]any{"type": "RollingUpdate", "rollingUpdate": ru}},
 		{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": img},
@@ -124,8 +140,26 @@ func (w *workload) rollingUpdate(ctx context.Context, s system, img, maxUnavaila
 	return nil
 }
 
+// rollingUpdateOf is s's spec.updateStrategy.rollingUpdate for a
+// recreating update with these budgets. Kruise's gets rollingUpdateType
+// Standard, its recreate, said outright though it is Kruise's default:
+// in v1.8.2 a surge update is Standard with maxSurge set (its defaulting
+// turns the deprecated type Surging into Standard, and its controller
+// takes the surge path whenever maxSurge is not 0, whatever the type),
+// so the same budgets give the same update on all three systems.
+func rollingUpdateOf(s system, maxUnavailable, maxSurge string) map[string]any {
+	ru := map[string]any{"maxUnavailable": intOrString(maxUnavailable), "maxSurge": intOrString(maxSurge)}
+	if s.name == kruise.name {
+		ru["rollingUpdateType"] = "Standard"
+	}
+	return ru
+}
+
+// intOrString is s as JSON's number when it is one, else the string.
+// The number is an int64, as unstructured objects take (a plain int
+// panics in their DeepCopy); it marshals to the same bytes.
 func intOrString(s string) any {
-	var n int
+	var n int64
 	if _, err := fmt.Sscanf(s, "%d", &n); err == nil && fmt.Sprint(n) == s {
 		return n
 	}

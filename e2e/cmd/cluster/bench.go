@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,11 @@ import (
 //	KEEP_CLUSTER=1       leave the cluster up at the end (default: tear it down)
 //	REUSE_CLUSTER=1      reuse a running bench cluster (skips making it)
 //	BENCH_ARGS           extra flags for the bench program (e.g. --join=50)
+//	PEERS                more systems beside the two, comma separated:
+//	                     kruise (OpenKruise's kruise-manager, C in each round
+//	                     and a variant of the in-place scenario; the
+//	                     Makefile builds it with `e2e/hack/tools.sh kruise`).
+//	                     Empty: upstream and everynode alone, as before
 //	EVERYNODE_ARGS, EXTRA_HELM_ARGS  as for `up`
 //
 // Leader election is off for both controllers: on a busy machine a slow
@@ -79,6 +85,10 @@ func runBench(ctx context.Context, root string, args []string) error {
 	// kwok exits when a parallelism is 0, after the control plane is up.
 	if p.QPS < 1 || p.Burst < 1 || p.KwokPodWorkers < 1 || p.KwokNodeWorkers < 1 {
 		return fmt.Errorf("QPS, BURST, KWOK_POD_WORKERS and KWOK_NODE_WORKERS must be at least 1: %+v", p)
+	}
+	peers, err := benchPeers(os.Getenv("PEERS"))
+	if err != nil {
+		return err
 	}
 	s, err := settingsFromEnv()
 	if err != nil {
@@ -128,6 +138,18 @@ func runBench(ctx context.Context, root string, args []string) error {
 	if err := c.StartNoExtenderScheduler(ctx); err != nil {
 		return err
 	}
+	// The peers run beside the other two for the whole benchmark, as
+	// kube-controller-manager and everynode do: each controller's
+	// informers see every run's pods, whoever's turn it is.
+	var peerArgs []string
+	if len(peers) > 0 {
+		k, err := c.StartKruise(ctx, p.KruiseOptions())
+		if err != nil {
+			return err
+		}
+		say("kruise-manager pid %d, QPS %d burst %d, log %s", k.PID, p.QPS, p.Burst, c.KruiseLog())
+		peerArgs = []string{"--peers", strings.Join(peers, ","), "--kruise-pid", strconv.Itoa(k.PID)}
+	}
 
 	say("building the bench program")
 	program := filepath.Join(c.State, "bench")
@@ -148,7 +170,11 @@ func runBench(ctx context.Context, root string, args []string) error {
 		return err
 	}
 
-	say("benchmark: %d rounds of A (apps/v1) and B (everynode.io/v1alpha1) on %d nodes", rounds, nodes)
+	if len(peers) > 0 {
+		say("benchmark: %d rounds of A (apps/v1), B (everynode.io/v1alpha1) and C (apps.kruise.io/v1alpha1) on %d nodes", rounds, nodes)
+	} else {
+		say("benchmark: %d rounds of A (apps/v1) and B (everynode.io/v1alpha1) on %d nodes", rounds, nodes)
+	}
 	argv := []string{program,
 		"--kubeconfig", c.Kubeconfig(),
 		"--nodes", strconv.Itoa(nodes), "--rounds", strconv.Itoa(rounds), "--qps", strconv.Itoa(p.QPS), "--burst", strconv.Itoa(p.Burst),
@@ -167,7 +193,26 @@ func runBench(ctx context.Context, root string, args []string) error {
 		"--profile-url", fmt.Sprintf("etcd=http://127.0.0.1:%d", etcdPort),
 		"--out", filepath.Join(root, "bench", "results"),
 	}
+	argv = append(argv, peerArgs...)
 	return runTool(ctx, root, nil, append(argv, strings.Fields(os.Getenv("BENCH_ARGS"))...)...)
+}
+
+// benchPeers reads PEERS: the systems beside upstream and everynode,
+// comma separated, each once; only kruise is known.
+func benchPeers(env string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(env, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case "":
+		case "kruise":
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		default:
+			return nil, fmt.Errorf("PEERS=%q: unknown peer %q (want kruise)", env, p)
+		}
+	}
+	return out, nil
 }
 
 // apiServerReady reports whether the cluster's kube-apiserver answers

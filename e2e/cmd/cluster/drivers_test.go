@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -72,6 +73,31 @@ func TestSoakOptions(t *testing.T) {
 			t.Setenv(env, v)
 			if _, err := soakOptions("/repo", now); err == nil {
 				t.Errorf("%s=%s accepted", env, v)
+			}
+		})
+	}
+}
+
+// PEERS names the bench's peers: empty is none (the two-system bench),
+// kruise is the one known, and anything else is refused before a
+// cluster is made.
+func TestBenchPeers(t *testing.T) {
+	tests := map[string]struct {
+		env     string
+		want    []string
+		wantErr bool
+	}{
+		"unset":    {env: "", want: nil},
+		"kruise":   {env: "kruise", want: []string{"kruise"}},
+		"twice":    {env: "kruise, kruise", want: []string{"kruise"}},
+		"trailing": {env: "kruise,", want: []string{"kruise"}},
+		"unknown":  {env: "kruise,eds", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := benchPeers(tc.env)
+			if (err != nil) != tc.wantErr || !slices.Equal(got, tc.want) {
+				t.Errorf("benchPeers(%q) = %v, %v; want %v (error %t)", tc.env, got, err, tc.want, tc.wantErr)
 			}
 		})
 	}
