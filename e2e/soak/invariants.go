@@ -196,12 +196,6 @@ func (c *Checker) Violations() []Violation {
 	return vs
 }
 
-// pendingNode is a node of a set holding two live pods since at.
-type pendingNode struct {
-	set, node string
-	at        time.Time
-}
-
 // settle judges the pending states that began Settle or more before
 // now: those that still hold are violations, dated when they began.
 func (c *Checker) settle(now time.Time) {
@@ -424,83 +418,6 @@ func (c *Checker) podObs(at time.Time, p *PodObs) {
 		c.checkNode(at, p.Set, prev.Node)
 	}
 	c.checkNode(at, p.Set, p.Node)
-}
-
-// checkNode is invariant 1 on one node of a live set.
-func (c *Checker) checkNode(at time.Time, set, node string) {
-	k := set + "/" + node
-	if _, ok := c.pending[k]; ok || len(c.nodeViolations(at, set, node)) == 0 {
-		return
-	}
-	if c.Settle <= 0 {
-		for _, kv := range c.nodeViolations(at, set, node) {
-			c.flag(kv.key, kv.v)
-		}
-		return
-	}
-	c.pending[k] = pendingNode{set: set, node: node, at: at}
-}
-
-// keyedViolation is a violation with its flag key.
-type keyedViolation struct {
-	key string
-	v   Violation
-}
-
-// nodeViolations is invariant 1 on one node of a live set as the state
-// stands, dated at.
-func (c *Checker) nodeViolations(at time.Time, set, node string) []keyedViolation {
-	s := c.set(set)
-	if !s.alive {
-		return nil
-	}
-	var live []*PodObs
-	for _, q := range c.byNode[set][node] {
-		if s.counts(q) {
-			live = append(live, q)
-		}
-	}
-	if len(live) < 2 {
-		return nil
-	}
-	slices.SortFunc(live, func(a, b *PodObs) int { return cmp.Compare(a.Name, b.Name) })
-	names := make([]string, len(live))
-	for i, q := range live {
-		names[i] = fmt.Sprintf("pod %s (revision %s, owner %s)", q.Name, q.Hash, cmp.Or(q.OwnerUID, "none"))
-	}
-	surge, _, _ := c.limits(s, c.desired(s))
-	if surge == 0 || len(live) > 2 || live[0].Hash == live[1].Hash {
-		return []keyedViolation{{"duplicate/" + set + "/" + node, Violation{At: at, Invariant: InvDuplicate, Set: set,
-			Message: fmt.Sprintf("node %s holds %d live pods of the set (maxSurge %d)", node, len(live), surge), Objects: names}}}
-	}
-	// A surge pair: count the set's nodes that hold one whose new pod
-	// is not available yet. Once it is, the old pod is on its way out
-	// and the node no longer counts against maxSurge, as upstream counts
-	// it: a rollout then surges on another node in the same step, and
-	// the delete and the create go out as the request budget allows.
-	update := ""
-	if s.obs != nil {
-		update = s.obs.UpdateRevision
-	}
-	var pairs []string
-	for n, pods := range c.byNode[set] {
-		k, done := 0, false
-		for _, q := range pods {
-			if s.counts(q) {
-				k++
-				done = done || (update != "" && q.Hash == update && q.AvailableAt(at, s.minReady()))
-			}
-		}
-		if k > 1 && !done {
-			pairs = append(pairs, n)
-		}
-	}
-	if len(pairs) > surge {
-		slices.Sort(pairs)
-		return []keyedViolation{{"surge/" + set + "/" + node, Violation{At: at, Invariant: InvSurge, Set: set,
-			Message: fmt.Sprintf("%d nodes hold an extra pod of the set, maxSurge %d", len(pairs), surge), Objects: pairs}}}
-	}
-	return nil
 }
 
 // revObs is invariant 5 for revisions.
