@@ -418,18 +418,7 @@ func writeBudgetTable(b *strings.Builder, runs []*runResult, c config) {
 	none := true
 	for i, name := range phases {
 		// Each run's counts with both systems' sets named alike, once.
-		counts := map[*runResult]map[string]int{}
-		kinds := map[string]bool{}
-		for _, r := range runs {
-			if r.budgets[i] == nil {
-				continue
-			}
-			counts[r] = map[string]int{}
-			for what, n := range r.budgets[i].byWhat {
-				counts[r][sameKind(what)] += n
-				kinds[sameKind(what)] = true
-			}
-		}
+		counts, kinds := budgetCounts(runs, i)
 		for _, k := range slices.Sorted(maps.Keys(kinds)) {
 			f := figure{get: func(r *runResult) float64 {
 				if counts[r] == nil {
