@@ -48,10 +48,18 @@ func hasStartupTaint(node *corev1.Node, key string) bool {
 //
 // A NotReady node waits first: it carries the not-ready NoSchedule taint,
 // which daemon pods do not tolerate (as upstream), so no set "should run"
-// there yet, and judging then would release every new node at once.
+// there yet, and judging then would release every new node at once. The
+// taint outlives the condition: the node lifecycle controller removes it
+// only after it sees the node Ready, so a node that is Ready but still
+// tainted waits too (CI once saw the taint go in that window).
 func startupWaitsFor(node *corev1.Node, sets []*everynodev1alpha1.DaemonSet, pods []*corev1.Pod) []string {
 	if !plan.NodeReady(node) {
 		return []string{"node Ready"}
+	}
+	for _, t := range node.Spec.Taints {
+		if (t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable) && t.Effect == corev1.TaintEffectNoSchedule {
+			return []string{"taint " + t.Key + " gone"}
+		}
 	}
 	ready := map[string]bool{} // set UID -> has a Ready pod on node
 	for _, p := range pods {

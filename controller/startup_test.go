@@ -45,20 +45,25 @@ func TestStartupWaitsFor(t *testing.T) {
 	notReadyNode := startupTainted("n2", nil)
 	notReadyNode.Status.Conditions[0].Status = corev1.ConditionFalse
 	notReadyNode.Spec.Taints = append(notReadyNode.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
+	// Ready already, but the node lifecycle controller has not yet removed
+	// its not-ready taint: no daemon may land there, so nothing is judged.
+	readyTainted := startupTainted("n3", nil)
+	readyTainted.Spec.Taints = append(readyTainted.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
 	cases := map[string]struct {
 		node *corev1.Node
 		sets []*everynodev1alpha1.DaemonSet
 		pods []*corev1.Pod
 		want []string
 	}{
-		"no gated set: nothing to wait for":        {sets: []*everynodev1alpha1.DaemonSet{plain}},
-		"a gated set without a pod":                {sets: []*everynodev1alpha1.DaemonSet{cni, plain}, want: []string{"default/cni"}},
-		"its pod not Ready":                        {sets: []*everynodev1alpha1.DaemonSet{cni}, pods: []*corev1.Pod{newPod(cni, "n1", "h", notReady)}, want: []string{"default/cni"}},
-		"its pod Ready":                            {sets: []*everynodev1alpha1.DaemonSet{cni}, pods: []*corev1.Pod{readyCNI}},
-		"a gated set that does not run here":       {sets: []*everynodev1alpha1.DaemonSet{cni, gpu}, pods: []*corev1.Pod{readyCNI}},
-		"another set's Ready pod does not count":   {sets: []*everynodev1alpha1.DaemonSet{cni}, pods: []*corev1.Pod{newPod(plain, "n1", "h")}, want: []string{"default/cni"}},
-		"the startup taint itself is tolerated":    {sets: []*everynodev1alpha1.DaemonSet{gatedSet("agent")}, want: []string{"default/agent"}},
-		"a NotReady node waits, whatever the sets": {node: notReadyNode, sets: []*everynodev1alpha1.DaemonSet{plain}, want: []string{"node Ready"}},
+		"no gated set: nothing to wait for":          {sets: []*everynodev1alpha1.DaemonSet{plain}},
+		"a gated set without a pod":                  {sets: []*everynodev1alpha1.DaemonSet{cni, plain}, want: []string{"default/cni"}},
+		"its pod not Ready":                          {sets: []*everynodev1alpha1.DaemonSet{cni}, pods: []*corev1.Pod{newPod(cni, "n1", "h", notReady)}, want: []string{"default/cni"}},
+		"its pod Ready":                              {sets: []*everynodev1alpha1.DaemonSet{cni}, pods: []*corev1.Pod{readyCNI}},
+		"a gated set that does not run here":         {sets: []*everynodev1alpha1.DaemonSet{cni, gpu}, pods: []*corev1.Pod{readyCNI}},
+		"another set's Ready pod does not count":     {sets: []*everynodev1alpha1.DaemonSet{cni}, pods: []*corev1.Pod{newPod(plain, "n1", "h")}, want: []string{"default/cni"}},
+		"the startup taint itself is tolerated":      {sets: []*everynodev1alpha1.DaemonSet{gatedSet("agent")}, want: []string{"default/agent"}},
+		"a NotReady node waits, whatever the sets":   {node: notReadyNode, sets: []*everynodev1alpha1.DaemonSet{plain}, want: []string{"node Ready"}},
+		"a Ready node still tainted not-ready waits": {node: readyTainted, sets: []*everynodev1alpha1.DaemonSet{cni}, want: []string{"taint node.kubernetes.io/not-ready gone"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
