@@ -110,11 +110,11 @@ func (c *Controller) expectPodUpdates(key cache.ObjectName, pods []*plan.DaemonP
 // cache shows each gate open, or the pod gone. Unexpected, a sync that
 // runs before the cache shows them would open them again: a fourth write
 // per pod where the floor is three (close, patch, open).
-func (c *Controller) openGates(ctx context.Context, v *plan.View) error {
+func (c *Controller) openGates(ctx context.Context, v *plan.View, touched map[*corev1.Pod]bool) error {
 	if v.Gated == 0 {
 		return nil
 	}
-	pods := plan.PlanGateOpenings(v)
+	pods := untouched(plan.PlanGateOpenings(v), touched)
 	if len(pods) == 0 {
 		return nil
 	}
@@ -152,8 +152,8 @@ func (c *Controller) openGates(ctx context.Context, v *plan.View) error {
 // burstReplicas a sync. Each closing is expected under its own key
 // (gateClosingKey), seen when the pod shows its gate closed: a sync on a
 // cache that does not show it yet would close it again.
-func (c *Controller) closeLateGates(ctx context.Context, v *plan.View) error {
-	pods := plan.PlanGateClosings(v, c.listed)
+func (c *Controller) closeLateGates(ctx context.Context, v *plan.View, touched map[*corev1.Pod]bool) error {
+	pods := untouched(plan.PlanGateClosings(v, c.listed), touched)
 	if len(pods) == 0 {
 		return nil
 	}
@@ -184,6 +184,26 @@ func (c *Controller) closeLateGates(ctx context.Context, v *plan.View) error {
 		}
 		return err
 	})
+}
+
+// untouched drops from pods those the rolling update of the same sync
+// patched or deleted (touched). The gate steps read the view from before
+// those writes: a pod the rolling update just closed the gate of and
+// patched still shows its gate open and its old revision there. Closed
+// again, the second closing would not show as a change of the gate, and
+// the set would wait for it until its expectations expire (the soak's
+// s07-inplace stall).
+func untouched(pods []*plan.DaemonPod, touched map[*corev1.Pod]bool) []*plan.DaemonPod {
+	if len(touched) == 0 {
+		return pods
+	}
+	out := pods[:0:0]
+	for _, p := range pods {
+		if !touched[p.Pod] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // lateGateCandidate reports whether pod is one PlanGateClosings may name

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -19,10 +20,12 @@ func upTo[T any](s []T, n int) ([]T, int) {
 // rollingUpdate replaces old pods within the limits of the strategy,
 // updating them in place where the strategy asks for it and their revision
 // allows it. A strategy that does not parse replaces nothing
-// (plan.Policy).
-func (c *Controller) rollingUpdate(ctx context.Context, v *plan.View) error {
+// (plan.Policy). It returns the pods it patched or deleted: the gate steps
+// of the same sync read the view from before those writes, and leave
+// them to the next sync.
+func (c *Controller) rollingUpdate(ctx context.Context, v *plan.View) (touched map[*corev1.Pod]bool, err error) {
 	if v.Policy.Invalid != nil {
-		return nil
+		return nil, nil
 	}
 	maxSurge, maxUnavailable := v.Policy.MaxSurge, v.Policy.MaxUnavailable
 	toDelete, toCreate, held := plan.PlanRollingUpdate(v)
@@ -48,7 +51,14 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *plan.View) error {
 		klog.FromContext(ctx).V(4).Info("Rolling update step", "daemonset", klog.KObj(v.DS),
 			"maxSurge", maxSurge, "maxUnavailable", maxUnavailable, "delete", len(toDelete), "create", len(toCreate), "inPlace", len(toUpdate), "waitForTokens", retry)
 	}
-	err := errors.Join(c.updateInPlace(ctx, v, toUpdate), c.syncNodes(ctx, v.DS, toDelete, toCreate, v.Hash))
+	err = errors.Join(c.updateInPlace(ctx, v, toUpdate), c.syncNodes(ctx, v.DS, toDelete, toCreate, v.Hash))
+	touched = make(map[*corev1.Pod]bool, len(toUpdate)+len(toDelete))
+	for _, p := range toUpdate {
+		touched[p.Pod] = true
+	}
+	for _, p := range toDelete {
+		touched[p] = true
+	}
 	c.state.budgetBound(key, retry)
 	// Everything planned went out and the limits hold the rest back: the
 	// next step waits for a pod to turn ready, so that event syncs at once.
@@ -56,5 +66,5 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *plan.View) error {
 	if retry > 0 && err == nil {
 		c.enqueueAfter(v.DS, retry)
 	}
-	return err
+	return touched, err
 }

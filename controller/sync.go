@@ -145,6 +145,7 @@ func (c *Controller) reconcile(ctx context.Context, v *plan.View) error {
 	// afresh (v still shows them as before manage, and the rolling update
 	// would delete again the old pods manage just deleted). If the events
 	// have not come yet, they trigger the next sync, which rolls on.
+	var touched map[*corev1.Pod]bool
 	roll := v.Strategy.RollingUpdate()
 	if roll && acted {
 		if roll = c.state.satisfied(cache.MetaObjectToName(v.DS)); roll {
@@ -156,7 +157,7 @@ func (c *Controller) reconcile(ctx context.Context, v *plan.View) error {
 		}
 	}
 	if roll {
-		if err := c.rollingUpdate(ctx, v); err != nil {
+		if touched, err = c.rollingUpdate(ctx, v); err != nil {
 			return err
 		}
 	}
@@ -169,10 +170,10 @@ func (c *Controller) reconcile(ctx context.Context, v *plan.View) error {
 			return fmt.Errorf("resize pods: %w", err)
 		}
 	}
-	if err := c.closeLateGates(ctx, v); err != nil {
+	if err := c.closeLateGates(ctx, v, touched); err != nil {
 		return fmt.Errorf("close in-place readiness gates: %w", err)
 	}
-	if err := c.openGates(ctx, v); err != nil {
+	if err := c.openGates(ctx, v, touched); err != nil {
 		return fmt.Errorf("open in-place readiness gates: %w", err)
 	}
 	if err := c.removeStartGates(ctx, v); err != nil {

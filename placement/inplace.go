@@ -263,6 +263,28 @@ func InPlaceUpdateOf(pod *corev1.Pod) (InPlaceUpdate, bool) {
 	return u, true
 }
 
+// InPlaceStarted reports whether the kubelet has carried an in-place update
+// out: every container it restarts has been started on the new image
+// (moved, as InPlaceDone has it), ready or not. A container that turns not
+// ready after that (a crash, a probe) is the kubelet's business, not the
+// update's: the stop and start the update asked for are behind it.
+func InPlaceStarted(pod *corev1.Pod, u *InPlaceUpdate) bool {
+	for _, c := range u.Containers {
+		st, spec := containerStatus(pod, c.Name)
+		if st == nil || st.ImageID == "" || !moved(st, spec, &c) {
+			return false
+		}
+	}
+	return true
+}
+
+// moved reports whether st is another container than the one c recorded
+// before the update: another image ID, or (a new tag of the same digest)
+// another container ID naming the spec's image.
+func moved(st *corev1.ContainerStatus, spec *corev1.Container, c *InPlaceContainer) bool {
+	return st.ImageID != c.ImageID || (st.ContainerID != c.ContainerID && spec != nil && st.Image == spec.Image)
+}
+
 // InPlaceDone reports whether every container an in-place update restarts
 // runs the new image, started and ready: its status reports an imageID
 // other than the one before (or, when the new name resolves to the same
@@ -274,8 +296,7 @@ func InPlaceDone(pod *corev1.Pod, u *InPlaceUpdate) (done bool, at time.Time) {
 		if st == nil || !st.Ready || st.Started == nil || !*st.Started || st.ImageID == "" {
 			return false, time.Time{}
 		}
-		moved := st.ImageID != c.ImageID || (st.ContainerID != c.ContainerID && spec != nil && st.Image == spec.Image)
-		if !moved {
+		if !moved(st, spec, &c) {
 			return false, time.Time{}
 		}
 		if r := st.State.Running; r != nil && r.StartedAt.After(at) {

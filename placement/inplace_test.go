@@ -322,9 +322,15 @@ func TestInPlacePatchAndDone(t *testing.T) {
 	if done, _ := InPlaceDone(pod, &u); done {
 		t.Error("done while the new container is created")
 	}
+	if InPlaceStarted(pod, &u) {
+		t.Error("started while the new container is created")
+	}
 	st.ImageID, st.ContainerID, st.Started = "id-log:2", "c-log:2", ptr.To(true)
 	if done, _ := InPlaceDone(pod, &u); done {
 		t.Error("done before the new container is ready")
+	}
+	if !InPlaceStarted(pod, &u) {
+		t.Error("not started once the new container runs")
 	}
 	st.Ready, st.State.Running.StartedAt = true, metav1.NewTime(time.Unix(250, 0))
 	if done, at := InPlaceDone(pod, &u); !done || !at.Equal(time.Unix(250, 0)) {

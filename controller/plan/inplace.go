@@ -125,13 +125,18 @@ func PlanGateOpenings(v *View) []*DaemonPod {
 // endpoints before the kubelet would (a stopped container turns not ready
 // only once it has stopped, one not yet stopped not at all), and keeps it
 // out until its new containers are ready: PlanGateOpenings opens it then.
+// A pod whose new containers have all started is past what the gate
+// guards: one that turns not ready later (a crash, a probe) is the
+// kubelet's to report, and closing its gate then only held it out of
+// service once its containers recovered, with a message about an
+// EndpointSlice under any policy (the soak's s07-inplace).
 func PlanGateClosings(v *View, listed func(*corev1.Pod) bool) []*DaemonPod {
 	if v.Gated == 0 || !v.Strategy.InPlace() {
 		return nil
 	}
 	var out []*DaemonPod
 	for _, p := range v.Pods {
-		if !p.Gated || !p.gateIsOpen || p.deleting || p.InPlace == nil || p.inPlaceDone {
+		if !p.Gated || !p.gateIsOpen || p.deleting || p.InPlace == nil || p.inPlaceStarted {
 			continue
 		}
 		if v.Strategy.ClosesGate(true, v.Strategy.GateNeedsListing() && listed(p.Pod)) {

@@ -46,10 +46,12 @@ type DaemonPod struct {
 	// InPlace is the pod's in-place update to its current revision, nil if
 	// it was not updated in place; inPlaceDone and inPlaceAt say whether
 	// the new containers run and are ready, and since when
-	// (placement.InPlaceDone).
-	InPlace     *placement.InPlaceUpdate
-	inPlaceDone bool
-	inPlaceAt   time.Time
+	// (placement.InPlaceDone); inPlaceStarted whether the kubelet has
+	// started them, ready or not (placement.InPlaceStarted).
+	InPlace        *placement.InPlaceUpdate
+	inPlaceDone    bool
+	inPlaceStarted bool
+	inPlaceAt      time.Time
 	// StartGated is whether the pod holds the start-after scheduling gate
 	// (spec.startAfter).
 	StartGated bool
@@ -73,6 +75,7 @@ func newDaemonPod(pod *corev1.Pod) DaemonPod {
 	if u, ok := placement.InPlaceUpdateOf(pod); ok {
 		p.InPlace = &u
 		p.inPlaceDone, p.inPlaceAt = placement.InPlaceDone(pod, &u)
+		p.inPlaceStarted = p.inPlaceDone || placement.InPlaceStarted(pod, &u)
 	}
 	p.StartGated = placement.HasStartGate(pod)
 	if p.phase == corev1.PodPending {
