@@ -141,6 +141,17 @@ func (s *setStates) creating(key cache.ObjectName) (ok bool, nodes map[string]st
 	return ok, nodes
 }
 
+// expiresIn is how long until the set's expectations expire, if it waits
+// for any.
+func (s *setStates) expiresIn(key cache.ObjectName) (d time.Duration, waits bool) {
+	s.with(key, func(st *setState) {
+		if waits = !st.expected.none(); waits {
+			d = st.expected.raised.Add(expectationsTTL).Sub(s.clock.Now())
+		}
+	})
+	return d, waits
+}
+
 // pending returns how many creations, deletions and in-place updates the
 // set waits for.
 func (s *setStates) pending(key cache.ObjectName) (creates, deletes, updates int) {

@@ -74,3 +74,41 @@ func TestGateClosingExpectations(t *testing.T) {
 		t.Error("the deletion of a pod whose gate closing was expected did not end the wait")
 	}
 }
+
+// TestWaitingSyncWakesAtTheTTL: a set that waits for a pod change that
+// never shows (here: creations the cache never reports) is synced again
+// when its expectations expire, and that sync acts. Without the wake-up it
+// waited for an event of its own, which may never come.
+func TestWaitingSyncWakesAtTheTTL(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 2)
+	ds := newSet("agent")
+	addSetWithRevision(f, ds)
+	f.mustSync(ds)
+	if n := len(f.podCreates()); n != 2 {
+		t.Fatalf("%d creates, want 2", n)
+	}
+	f.queue.takeDelayed()
+	// The creates never show: the sync waits, and asks to be woken.
+	f.clock.Step(time.Minute)
+	f.mustSync(ds)
+	want := expectationsTTL - time.Minute + time.Second
+	var wake time.Duration
+	var asked []time.Duration
+	for _, d := range f.queue.takeDelayed() {
+		if d.key == ns+"/agent" {
+			asked = append(asked, d.after)
+			if d.after == want {
+				wake = d.after
+			}
+		}
+	}
+	if wake == 0 {
+		t.Fatalf("waiting sync asks to be woken after %v, want %v among them", asked, want)
+	}
+	f.clock.Step(wake)
+	f.mustSync(ds)
+	if n := len(f.podCreates()); n != 2 {
+		t.Errorf("the sync at the TTL made %d pods, want 2 (the creations given up)", n)
+	}
+}

@@ -110,6 +110,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// current generation was acted on.
 		creates, deletes, updates := c.state.pending(key)
 		logger.V(4).Info("Waiting for earlier pod changes to show", "creates", creates, "deletes", deletes, "updates", updates)
+		if d, waits := c.state.expiresIn(key); waits {
+			// A change that never shows (a write that changed nothing, a
+			// watch event lost for good) is given up at the TTL; without a
+			// sync then, the set would wait for its next event, which may
+			// never come.
+			c.enqueueAfter(ds, max(d, 0)+time.Second)
+		}
 		var err error
 		if v.Verdict.RollbackTo == nil {
 			// A rollback waits for a sync that acts: the pods it wants
