@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The RSS and goroutine plot, as SVG written by hand: two panels over
+// The RSS, heap and goroutine plot, as SVG written by hand: three panels over
 // minutes since the schedule's start, a line per process (replica 0
 // blue, replica 1 red: a restart starts a new line), faults shaded. No
 // plotting library: the e2e module would pull gonum (bench/ has it) into
@@ -31,7 +31,7 @@ var replicaColors = []string{"#1f77b4", "#d62728", "#2ca02c"}
 // Plot draws the samples from start; faults are shaded.
 func Plot(samples []Sample, start time.Time, faults []Window, title string) []byte {
 	var b bytes.Buffer
-	h := 2 * (panelH + padT + padB)
+	h := 3 * (panelH + padT + padB)
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`+"\n", plotW, h, plotW, h)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	end := 1.0
@@ -46,6 +46,7 @@ func Plot(samples []Sample, start time.Time, faults []Window, title string) []by
 		value func(Sample) float64
 	}{
 		{"RSS (MiB)", func(s Sample) float64 { return s.RSS / (1 << 20) }},
+		{"heap in use (MiB)", func(s Sample) float64 { return s.HeapInUse / (1 << 20) }},
 		{"goroutines", func(s Sample) float64 { return s.Goroutines }},
 	}
 	for i, p := range panels {

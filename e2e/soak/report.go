@@ -243,16 +243,20 @@ func (r *Result) Markdown() string {
 	p("## The controller's memory and goroutines")
 	p("")
 	if r.Plot != "" {
-		p("![RSS and goroutines](%s)", r.Plot)
+		p("![RSS, heap in use and goroutines](%s)", r.Plot)
 		p("")
 	}
-	p("Each replica's `process_resident_memory_bytes` and `go_goroutines` every %s; a slope per process (a restarted replica is a new one), least squares, longest first.", SampleEvery)
+	p("Each replica's `process_resident_memory_bytes`, `go_memstats_heap_inuse_bytes` and `go_goroutines` every %s; a slope per process (a restarted replica is a new one), least squares, longest first. The heap in use tells a leak (it climbs) from the heap's high-water mark (RSS stays up, the heap in use does not).", SampleEvery)
 	p("")
-	p("| replica | pid | sampled | samples | RSS first → last | RSS slope | goroutines first → last | goroutine slope |")
-	p("|---|---|---|---|---|---|---|---|")
+	p("| replica | pid | sampled | samples | RSS first → last | RSS slope | heap in use first → last | heap slope | goroutines first → last | goroutine slope |")
+	p("|---|---|---|---|---|---|---|---|---|---|")
 	for _, t := range r.Trends {
-		p("| %d | %d | %s | %d | %.0f → %.0f MiB | %+.1f MiB/h | %.0f → %.0f | %+.0f/h |", t.Replica, t.PID, t.Span().Round(time.Second), t.Samples,
-			t.RSSFirst/(1<<20), t.RSSLast/(1<<20), t.RSSPerHour/(1<<20), t.GoroutineFirst, t.GoroutineLast, t.GoroutinesPerH)
+		heap, heapSlope := "not sampled", "-"
+		if t.HeapFirst > 0 || t.HeapLast > 0 {
+			heap, heapSlope = fmt.Sprintf("%.0f → %.0f MiB", t.HeapFirst/(1<<20), t.HeapLast/(1<<20)), fmt.Sprintf("%+.1f MiB/h", t.HeapPerHour/(1<<20))
+		}
+		p("| %d | %d | %s | %d | %.0f → %.0f MiB | %+.1f MiB/h | %s | %s | %.0f → %.0f | %+.0f/h |", t.Replica, t.PID, t.Span().Round(time.Second), t.Samples,
+			t.RSSFirst/(1<<20), t.RSSLast/(1<<20), t.RSSPerHour/(1<<20), heap, heapSlope, t.GoroutineFirst, t.GoroutineLast, t.GoroutinesPerH)
 	}
 	p("")
 

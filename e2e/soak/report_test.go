@@ -31,7 +31,7 @@ func TestReport(t *testing.T) {
 		"| leader-stop | ",
 		"| plain-pods | ",
 		"timeout 1",
-		"![RSS and goroutines](soak.svg)",
+		"![RSS, heap in use and goroutines](soak.svg)",
 		"1:00  leader-stop replica 1 (pid 42) until 1:31",
 		"2:00  follower-kill (skipped: no follower)",
 		"| s19-apps-mu1 | apps/v1, RollingUpdate maxUnavailable 1, pool a |",

@@ -244,7 +244,7 @@ func (r *runner) runSchedule(ctx context.Context, s Schedule) {
 	wg.Wait()
 }
 
-// sample reads both replicas' RSS and goroutines every SampleEvery.
+// sample reads both replicas' RSS, goroutines and heap every SampleEvery.
 func (r *runner) sample(ctx context.Context) {
 	tick := time.NewTicker(SampleEvery)
 	defer tick.Stop()
@@ -258,12 +258,12 @@ func (r *runner) sample(ctx context.Context) {
 			if err != nil {
 				continue // down or stopped: a gap in the line
 			}
-			rss, gor, err := ParseProcessMetrics(text)
+			m, err := ParseProcessMetrics(text)
 			if err != nil {
 				continue
 			}
 			r.mu.Lock()
-			r.samples = append(r.samples, Sample{At: time.Now(), Replica: n, PID: pid, RSS: rss, Goroutines: gor})
+			r.samples = append(r.samples, Sample{At: time.Now(), Replica: n, PID: pid, RSS: m.RSS, Goroutines: m.Goroutines, HeapInUse: m.HeapInUse})
 			r.mu.Unlock()
 		}
 		select {

@@ -25,11 +25,23 @@ type Sample struct {
 	PID        int       `json:"pid"`
 	RSS        float64   `json:"rss"` // bytes
 	Goroutines float64   `json:"goroutines"`
+	// HeapInUse is go_memstats_heap_inuse_bytes: the live heap and its
+	// fragmentation, without the pages the runtime keeps but has freed.
+	// RSS alone does not tell a leak from the heap's high-water mark (Go
+	// returns freed pages to the OS lazily); this does. Zero in records
+	// of runs before it was sampled.
+	HeapInUse float64 `json:"heapInUse,omitempty"`
 }
 
-// ParseProcessMetrics finds process_resident_memory_bytes and
-// go_goroutines in a Prometheus text exposition.
-func ParseProcessMetrics(text string) (rss, goroutines float64, err error) {
+// ProcessMetrics are the readings a sample takes from /metrics.
+type ProcessMetrics struct {
+	RSS, Goroutines, HeapInUse float64
+}
+
+// ParseProcessMetrics finds process_resident_memory_bytes, go_goroutines
+// and go_memstats_heap_inuse_bytes in a Prometheus text exposition.
+func ParseProcessMetrics(text string) (ProcessMetrics, error) {
+	var m ProcessMetrics
 	found := 0
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(nil, 1<<20)
@@ -41,23 +53,25 @@ func ParseProcessMetrics(text string) (rss, goroutines float64, err error) {
 		var dst *float64
 		switch name {
 		case "process_resident_memory_bytes":
-			dst = &rss
+			dst = &m.RSS
 		case "go_goroutines":
-			dst = &goroutines
+			dst = &m.Goroutines
+		case "go_memstats_heap_inuse_bytes":
+			dst = &m.HeapInUse
 		default:
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", name, err)
+			return m, fmt.Errorf("%s: %w", name, err)
 		}
 		*dst = v
 		found++
 	}
-	if found < 2 {
-		return rss, goroutines, fmt.Errorf("process_resident_memory_bytes or go_goroutines missing from /metrics")
+	if found < 3 {
+		return m, fmt.Errorf("process_resident_memory_bytes, go_goroutines or go_memstats_heap_inuse_bytes missing from /metrics")
 	}
-	return rss, goroutines, sc.Err()
+	return m, sc.Err()
 }
 
 // Trend is one process's life in the samples: how long, from what to
@@ -72,6 +86,9 @@ type Trend struct {
 	GoroutineFirst float64
 	GoroutineLast  float64
 	GoroutinesPerH float64
+	HeapFirst      float64 // bytes; 0 when not sampled
+	HeapLast       float64
+	HeapPerHour    float64 // bytes per hour
 }
 
 // Span is how long the process was sampled.
@@ -90,15 +107,17 @@ func Trends(samples []Sample) []Trend {
 	for k, g := range groups {
 		slices.SortFunc(g, func(a, b Sample) int { return a.At.Compare(b.At) })
 		t := Trend{Replica: k.replica, PID: k.pid, From: g[0].At, To: g[len(g)-1].At, Samples: len(g),
-			RSSFirst: g[0].RSS, RSSLast: g[len(g)-1].RSS, GoroutineFirst: g[0].Goroutines, GoroutineLast: g[len(g)-1].Goroutines}
+			RSSFirst: g[0].RSS, RSSLast: g[len(g)-1].RSS, GoroutineFirst: g[0].Goroutines, GoroutineLast: g[len(g)-1].Goroutines,
+			HeapFirst: g[0].HeapInUse, HeapLast: g[len(g)-1].HeapInUse}
 		xs := make([]float64, len(g))
 		rss := make([]float64, len(g))
 		gor := make([]float64, len(g))
+		heap := make([]float64, len(g))
 		for i, s := range g {
 			xs[i] = s.At.Sub(g[0].At).Hours()
-			rss[i], gor[i] = s.RSS, s.Goroutines
+			rss[i], gor[i], heap[i] = s.RSS, s.Goroutines, s.HeapInUse
 		}
-		t.RSSPerHour, t.GoroutinesPerH = Slope(xs, rss), Slope(xs, gor)
+		t.RSSPerHour, t.GoroutinesPerH, t.HeapPerHour = Slope(xs, rss), Slope(xs, gor), Slope(xs, heap)
 		out = append(out, t)
 	}
 	slices.SortFunc(out, func(a, b Trend) int {

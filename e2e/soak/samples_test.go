@@ -15,13 +15,14 @@ go_goroutines 231
 go_goroutines_other 5
 # TYPE process_resident_memory_bytes gauge
 process_resident_memory_bytes 8.4410368e+07
+go_memstats_heap_inuse_bytes 4.194304e+07
 everynode_controller_syncs_total{result="ok"} 12
 `
-	rss, gor, err := ParseProcessMetrics(text)
-	if err != nil || rss != 84410368 || gor != 231 {
-		t.Errorf("ParseProcessMetrics = %v, %v, %v", rss, gor, err)
+	m, err := ParseProcessMetrics(text)
+	if want := (ProcessMetrics{RSS: 84410368, Goroutines: 231, HeapInUse: 41943040}); err != nil || m != want {
+		t.Errorf("ParseProcessMetrics = %+v, %v; want %+v", m, err, want)
 	}
-	if _, _, err := ParseProcessMetrics("go_goroutines 3\n"); err == nil {
+	if _, err := ParseProcessMetrics("go_goroutines 3\ngo_memstats_heap_inuse_bytes 1\n"); err == nil {
 		t.Errorf("no error without process_resident_memory_bytes")
 	}
 }
@@ -87,13 +88,13 @@ func TestTrendsAndGrowth(t *testing.T) {
 func TestPlot(t *testing.T) {
 	s := append(series(0, 1, t0, 30*time.Minute, 50<<20, 10<<20, 100, 10), series(1, 2, t0.Add(time.Minute), 29*time.Minute, 40<<20, 0, 90, 0)...)
 	svg := Plot(s, t0, []Window{{From: t0.Add(5 * time.Minute), To: t0.Add(6 * time.Minute), What: "leader-stop <replica 1>"}}, "seed 1")
-	for _, want := range []string{"<svg", "</svg>", "replica 0 pid 1", "replica 1 pid 2", "leader-stop &lt;replica 1&gt;", "RSS (MiB)", "goroutines"} {
+	for _, want := range []string{"<svg", "</svg>", "replica 0 pid 1", "replica 1 pid 2", "leader-stop &lt;replica 1&gt;", "RSS (MiB)", "heap in use (MiB)", "goroutines"} {
 		if !bytes.Contains(svg, []byte(want)) {
 			t.Errorf("plot lacks %q", want)
 		}
 	}
-	if n := bytes.Count(svg, []byte(`stroke-width="1.5"`)); n != 4 {
-		t.Errorf("%d lines, want 2 processes x 2 panels", n)
+	if n := bytes.Count(svg, []byte(`stroke-width="1.5"`)); n != 6 {
+		t.Errorf("%d lines, want 2 processes x 3 panels", n)
 	}
 	if got := niceCeil(73); got != 100 {
 		t.Errorf("niceCeil(73) = %v", got)
