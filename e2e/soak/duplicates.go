@@ -72,16 +72,27 @@ func (c *Checker) nodeViolations(at time.Time, set, node string) []keyedViolatio
 	if s.obs != nil {
 		update = s.obs.UpdateRevision
 	}
+	//
+	// Nor does a node that stopped serving while it held its pair: the
+	// rollout skips such a node and does not count its pair (issue 56),
+	// so it surges elsewhere meanwhile, and when the node comes back its
+	// pair counts again on top of those, until its new pod is available.
+	// The controller surges no further then; an overshoot made of
+	// returning nodes is that rule, not a breach.
 	var pairs []string
 	for n, pods := range c.byNode[set] {
 		k, done := 0, false
-		for _, q := range pods {
+		var since time.Time // when the pair's newest pod was first recorded
+		for uid, q := range pods {
 			if s.counts(q) {
 				k++
 				done = done || (update != "" && q.Hash == update && q.AvailableAt(at, s.minReady()))
+				if b := c.born[uid]; b.After(since) {
+					since = b
+				}
 			}
 		}
-		if k > 1 && !done {
+		if k > 1 && !done && !c.node(n).outDuring(since, at) {
 			pairs = append(pairs, n)
 		}
 	}

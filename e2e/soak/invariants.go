@@ -114,6 +114,7 @@ type Checker struct {
 
 	sets    map[string]*setState
 	pods    map[string]*PodObs                       // by UID
+	born    map[string]time.Time                     // by UID: when a live pod was first recorded
 	byNode  map[string]map[string]map[string]*PodObs // set -> node -> UID -> pod
 	nodes   map[string]*nodeState                    // by name
 	deleted map[string]bool                          // pod names the soak deleted
@@ -157,6 +158,17 @@ type nodeState struct {
 // span is a stretch of time; a zero to is still open.
 type span struct{ from, to time.Time }
 
+// outDuring reports whether the node's records say it did not serve at
+// some time in [from, to].
+func (n *nodeState) outDuring(from, to time.Time) bool {
+	for _, s := range n.out {
+		if !s.from.After(to) && (s.to.IsZero() || s.to.After(from)) {
+			return true
+		}
+	}
+	return false
+}
+
 // outAt reports whether the node's records say it did not serve at t.
 func (n *nodeState) outAt(t time.Time) bool {
 	for _, s := range n.out {
@@ -171,7 +183,7 @@ func (n *nodeState) outAt(t time.Time) bool {
 func NewChecker() *Checker {
 	return &Checker{Lag: 2 * time.Second, StrategyGrace: 10 * time.Second, Settle: time.Second, pending: map[string]pendingNode{},
 		DownSettle: 30 * time.Second,
-		sets:       map[string]*setState{}, pods: map[string]*PodObs{}, byNode: map[string]map[string]map[string]*PodObs{},
+		sets:       map[string]*setState{}, pods: map[string]*PodObs{}, born: map[string]time.Time{}, byNode: map[string]map[string]map[string]*PodObs{},
 		nodes: map[string]*nodeState{}, deleted: map[string]bool{}, seen: map[string]int{}}
 }
 
@@ -397,8 +409,12 @@ func (c *Checker) podObs(at time.Time, p *PodObs) {
 	}
 	if p.Op == OpDelete {
 		delete(c.pods, p.UID)
+		delete(c.born, p.UID)
 	} else {
 		c.pods[p.UID] = p
+		if _, ok := c.born[p.UID]; !ok {
+			c.born[p.UID] = at
+		}
 		if c.byNode[p.Set] == nil {
 			c.byNode[p.Set] = map[string]map[string]*PodObs{}
 		}

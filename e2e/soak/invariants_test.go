@@ -132,6 +132,32 @@ func TestCheckers(t *testing.T) {
 				pod("s", "u1", "s-new-n2", "n2", "new", false),
 			want: []Invariant{InvSurge},
 		},
+		"surge pairs past maxSurge, one of them on a node back from unreachable": {
+			// n1 surged, then went unreachable: the rollout skipped it and
+			// surged on n2. n1 is back with its pair, not yet available.
+			stream: fleet("s", "u1", "1", "0", 3).
+				add(Obs{Set: &SetObs{Op: OpUpdate, Name: "s", UID: "u1", Kind: KindEverynode, Generation: 2, ObservedGeneration: 2,
+					Desired: 3, MaxSurge: "1", MaxUnavailable: "0", UpdateRevision: "new"}}).
+				pod("s", "u1", "s-new-n1", "n1", "new", false).
+				after(5*time.Second).
+				add(Obs{Node: &NodeObs{Op: OpUpdate, Name: "n1", Why: "Unreachable: Ready Unknown for 40s", Since: t0.Add(65 * time.Second)}}).
+				pod("s", "u1", "s-new-n2", "n2", "new", false).
+				after(5 * time.Second).
+				add(Obs{Node: &NodeObs{Op: OpUpdate, Name: "n1", Serving: true}}).
+				after(5 * time.Second),
+		},
+		"surge pairs past maxSurge after a node came back": {
+			// The node was out before the pair began: its pair counts.
+			stream: fleet("s", "u1", "1", "0", 3).
+				add(Obs{Node: &NodeObs{Op: OpUpdate, Name: "n1", Why: "not Ready", Since: t0.Add(50 * time.Second)}}).
+				after(5*time.Second).
+				add(Obs{Node: &NodeObs{Op: OpUpdate, Name: "n1", Serving: true}}).
+				after(5*time.Second).
+				pod("s", "u1", "s-new-n1", "n1", "new", false).
+				pod("s", "u1", "s-new-n2", "n2", "new", false).
+				after(5 * time.Second),
+			want: []Invariant{InvSurge},
+		},
 		"two pods of one revision on a node of a surge set": {
 			stream: fleet("s", "u1", "1", "0", 3).pod("s", "u1", "s-again", "n1", "old", false),
 			want:   []Invariant{InvDuplicate},
