@@ -1,11 +1,18 @@
 package cluster
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
 
@@ -53,4 +60,46 @@ func PartitionPolicy(name string, nodes []string) (*admissionv1.ValidatingAdmiss
 		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
 	}
 	return policy, binding
+}
+
+// ResyncAnnotation is the annotation ResyncPods sets on a healed node's
+// pods, with the time.
+const ResyncAnnotation = "e2e.everynode.io/kubelet-resync"
+
+// ResyncPods plays what a kubelet does once its partition heals: it
+// reports again the pod statuses the API server refused meanwhile (its
+// status manager retries them and resyncs every pod). kwok does not: a
+// Stage whose status write was refused is not tried again until the pod
+// changes, so a pod that was to turn Ready stays not Ready, and one
+// created on the node during the partition stays Pending, for good (the
+// soak's smoke saw both, minutes after the heal). ResyncPods gives each
+// pod on nodes such a change, an annotation, so kwok runs its Stages on
+// it again. Call it once the partition's policy is deleted; the API
+// server takes up to a second or so to stop enforcing it, so it runs
+// twice, after and at.
+func ResyncPods(ctx context.Context, kube kubernetes.Interface, nodes []string, after time.Duration) error {
+	var errs []error
+	for _, wait := range []time.Duration{after, 5 * time.Second} {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		errs = errs[:0]
+		for _, node := range nodes {
+			pods, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("list the pods of node %s: %w", node, err))
+				continue
+			}
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, ResyncAnnotation, time.Now().UTC().Format(time.RFC3339Nano))
+			for _, p := range pods.Items {
+				_, err := kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					errs = append(errs, fmt.Errorf("resync pod %s/%s: %w", p.Namespace, p.Name, err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

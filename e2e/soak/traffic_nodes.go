@@ -192,5 +192,6 @@ func (r *runner) cutOff(ctx context.Context, e Event) error {
 		return err
 	}))
 	r.rec.act(ActObs{Kind: ActHeal, Nodes: nodes})
+	errs = append(errs, cluster.ResyncPods(heal, r.kube, nodes, time.Second))
 	return errors.Join(errs...)
 }
