@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"everynode.io/e2e/cluster"
 	"everynode.io/e2e/soak"
 )
 
@@ -75,7 +76,24 @@ func runSoak(ctx context.Context, root string, args []string) error {
 		defer down(ctx, c)
 	}
 	_, err = soak.Run(ctx, c, o)
+	keepLogs(c, o.Seed)
 	return err
+}
+
+// keepLogs copies the replicas' logs beside the run's records
+// (everynode-<replica>-seed<n>.log): the next run on this cluster starts
+// them afresh, and a violation found later, offline, needs them.
+func keepLogs(c *cluster.Cluster, seed int64) {
+	for n := range 2 {
+		b, err := os.ReadFile(c.ReplicaLog(n))
+		if err != nil {
+			continue
+		}
+		keep := filepath.Join(c.State, "soak", fmt.Sprintf("everynode-%d-seed%d.log", n, seed))
+		if err := os.WriteFile(keep, b, 0o644); err == nil {
+			say("replica %d's log kept: %s", n, keep)
+		}
+	}
 }
 
 // soakOptions reads the soak's settings from the environment; now seeds
