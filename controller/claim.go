@@ -151,9 +151,33 @@ func (c *Controller) adoptPods(ctx context.Context, ds *everynodev1alpha1.Daemon
 			}
 			continue
 		}
+		if hasNode && c.cachedAsAdopted(ds, pod) {
+			// The cache shows the adoption already: its event came, and
+			// may have come before this expectation was raised (the pod
+			// was listed from a cache that lagged, an earlier sync's
+			// adoption showed meanwhile, and this patch changed nothing,
+			// so no event follows). Waiting would hold the set until the
+			// expectations' TTL.
+			c.state.creationObserved(key, node)
+		}
 		klog.FromContext(ctx).V(2).Info("Adopted orphaned pod", "pod", klog.KObj(pod), "node", node)
 	}
 	return errors.Join(errs...)
+}
+
+// cachedAsAdopted reports whether the informer's cache shows pod
+// controlled by ds.
+func (c *Controller) cachedAsAdopted(ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod) bool {
+	obj, ok, err := c.podIndexer.GetByKey(cache.MetaObjectToName(pod).String())
+	if err != nil || !ok {
+		return false
+	}
+	cur, ok := obj.(*corev1.Pod)
+	if !ok {
+		return false
+	}
+	ref := metav1.GetControllerOf(cur)
+	return ref != nil && ref.UID == ds.UID
 }
 
 func (c *Controller) patchPodOwner(ctx context.Context, ds *everynodev1alpha1.DaemonSet, pod *corev1.Pod, patch func(*everynodev1alpha1.DaemonSet, types.UID) ([]byte, error)) error {

@@ -1,13 +1,16 @@
 package controller
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement/revision"
@@ -192,5 +195,39 @@ func TestOrphanEventsWakeTheSelectingSet(t *testing.T) {
 	f.c.addRevision(klogDiscard, owned)
 	if got := f.queue.drain(); !reflect.DeepEqual(got, []string{ns + "/agent"}) {
 		t.Errorf("queued %v, want only %s/agent", got, ns)
+	}
+}
+
+// An adoption whose event the informer delivered before the sync raised
+// its expectation: the sync listed the pod as an orphan from a cache that
+// lagged (after a kube-apiserver restart), an earlier sync's adoption then
+// showed, and this sync's patch changed nothing, so no event will come.
+// The sync must not wait for one: in the soak's smoke the set waited out
+// the expectations' TTL (5 minutes) with observedGeneration 0. The test
+// plays the delivery, minus the handler that already ran, inside the
+// patch.
+func TestAdoptionAlreadyShownIsNotAwaited(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 1)
+	ds := newSet("agent")
+	hash := revisionHash(ds)
+	rev, _ := revision.New(ds, hash, 1)
+	pod := orphan(newPod(ds, "node-0", hash))
+	f.add(ds, rev, pod)
+	adopted := pod.DeepCopy()
+	adopted.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ds, everynodev1alpha1.SchemeGroupVersion.WithKind("DaemonSet"))}
+	adopted.ResourceVersion = fmt.Sprint(f.podSeq.Add(1))
+	f.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if err := f.podInf.GetIndexer().Update(adopted); err != nil {
+			t.Fatal(err)
+		}
+		return true, adopted, nil
+	})
+	f.mustSync(ds)
+	if got := f.patched("pods"); !reflect.DeepEqual(got, []string{pod.Name}) {
+		t.Fatalf("patched %v, want the adoption of %s", got, pod.Name)
+	}
+	if c, d, u := f.c.state.pending(cache.MetaObjectToName(ds)); c+d+u != 0 {
+		t.Errorf("after an adoption the cache already shows, the set waits for %d creations, %d deletions, %d updates; want none", c, d, u)
 	}
 }
