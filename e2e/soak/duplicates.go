@@ -73,6 +73,11 @@ func (c *Checker) nodeViolations(at time.Time, set, node string) []keyedViolatio
 		update = s.obs.UpdateRevision
 	}
 	//
+	// Nor does a pair whose new pod replaced an old one that was not
+	// available: upstream makes that replacement at once, outside
+	// maxSurge ("the old pod is not available, so we can create the new
+	// pod immediately"), and so does everynode.
+	//
 	// Nor does a node that stopped serving while it held its pair: the
 	// rollout skips such a node and does not count its pair (issue 56),
 	// so it surges elsewhere meanwhile, and when the node comes back its
@@ -81,18 +86,18 @@ func (c *Checker) nodeViolations(at time.Time, set, node string) []keyedViolatio
 	// returning nodes is that rule, not a breach.
 	var pairs []string
 	for n, pods := range c.byNode[set] {
-		k, done := 0, false
+		k, done, replacing := 0, false, false
 		var since time.Time // when the pair's newest pod was first recorded
 		for uid, q := range pods {
 			if s.counts(q) {
 				k++
 				done = done || (update != "" && q.Hash == update && q.AvailableAt(at, s.minReady()))
 				if b := c.born[uid]; b.After(since) {
-					since = b
+					since, replacing = b, c.replacing[uid]
 				}
 			}
 		}
-		if k > 1 && !done && !c.node(n).outDuring(since, at) {
+		if k > 1 && !done && !replacing && !c.node(n).outDuring(since, at) {
 			pairs = append(pairs, n)
 		}
 	}
@@ -102,4 +107,18 @@ func (c *Checker) nodeViolations(at time.Time, set, node string) []keyedViolatio
 			Message: fmt.Sprintf("%d nodes hold an extra pod of the set, maxSurge %d", len(pairs), surge), Objects: pairs}}}
 	}
 	return nil
+}
+
+// besideUnavailable reports whether p, first recorded at, joins a live pod
+// of its set on its node that was not available Lag before: the
+// controller, whose view may be that stale, may have made p to replace
+// it.
+func (c *Checker) besideUnavailable(at time.Time, p *PodObs) bool {
+	s := c.set(p.Set)
+	for uid, q := range c.byNode[p.Set][p.Node] {
+		if uid != p.UID && s.counts(q) && !q.AvailableAt(at.Add(-c.Lag), s.minReady()) {
+			return true
+		}
+	}
+	return false
 }

@@ -112,14 +112,19 @@ type Checker struct {
 	// pendingDowns are those take-downs, oldest first.
 	pendingDowns []pendingDown
 
-	sets    map[string]*setState
-	pods    map[string]*PodObs                       // by UID
-	born    map[string]time.Time                     // by UID: when a live pod was first recorded
-	byNode  map[string]map[string]map[string]*PodObs // set -> node -> UID -> pod
-	nodes   map[string]*nodeState                    // by name
-	deleted map[string]bool                          // pod names the soak deleted
-	vs      []Violation
-	seen    map[string]int // violation key -> index in vs
+	sets map[string]*setState
+	pods map[string]*PodObs   // by UID
+	born map[string]time.Time // by UID: when a live pod was first recorded
+	// replacing marks (by UID) a pod first recorded beside a pod of its
+	// set on its node that was not available then, as the controller
+	// may have seen it (within Lag): a replacement upstream makes at
+	// once, outside maxSurge.
+	replacing map[string]bool
+	byNode    map[string]map[string]map[string]*PodObs // set -> node -> UID -> pod
+	nodes     map[string]*nodeState                    // by name
+	deleted   map[string]bool                          // pod names the soak deleted
+	vs        []Violation
+	seen      map[string]int // violation key -> index in vs
 }
 
 type setState struct {
@@ -183,7 +188,7 @@ func (n *nodeState) outAt(t time.Time) bool {
 func NewChecker() *Checker {
 	return &Checker{Lag: 2 * time.Second, StrategyGrace: 10 * time.Second, Settle: time.Second, pending: map[string]pendingNode{},
 		DownSettle: 30 * time.Second,
-		sets:       map[string]*setState{}, pods: map[string]*PodObs{}, born: map[string]time.Time{}, byNode: map[string]map[string]map[string]*PodObs{},
+		sets:       map[string]*setState{}, pods: map[string]*PodObs{}, born: map[string]time.Time{}, replacing: map[string]bool{}, byNode: map[string]map[string]map[string]*PodObs{},
 		nodes: map[string]*nodeState{}, deleted: map[string]bool{}, seen: map[string]int{}}
 }
 
@@ -410,10 +415,12 @@ func (c *Checker) podObs(at time.Time, p *PodObs) {
 	if p.Op == OpDelete {
 		delete(c.pods, p.UID)
 		delete(c.born, p.UID)
+		delete(c.replacing, p.UID)
 	} else {
 		c.pods[p.UID] = p
 		if _, ok := c.born[p.UID]; !ok {
 			c.born[p.UID] = at
+			c.replacing[p.UID] = c.besideUnavailable(at, p)
 		}
 		if c.byNode[p.Set] == nil {
 			c.byNode[p.Set] = map[string]map[string]*PodObs{}

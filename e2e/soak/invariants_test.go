@@ -146,6 +146,18 @@ func TestCheckers(t *testing.T) {
 				add(Obs{Node: &NodeObs{Op: OpUpdate, Name: "n1", Serving: true}}).
 				after(5 * time.Second),
 		},
+		"a replacement of an unavailable old pod beside surge pairs": {
+			// n2's old pod is not Ready (its node was away): upstream
+			// replaces it at once, outside maxSurge.
+			stream: fleet("s", "u1", "1", "0", 3).
+				add(Obs{Set: &SetObs{Op: OpUpdate, Name: "s", UID: "u1", Kind: KindEverynode, Generation: 2, ObservedGeneration: 2,
+					Desired: 3, MaxSurge: "1", MaxUnavailable: "0", UpdateRevision: "new"}}).
+				pod("s", "u1", "s-new-n1", "n1", "new", false).
+				pod("s", "u1", "s-old-n2", "n2", "old", false).
+				after(time.Second).
+				pod("s", "u1", "s-new-n2", "n2", "new", false).
+				after(5 * time.Second),
+		},
 		"surge pairs past maxSurge after a node came back": {
 			// The node was out before the pair began: its pair counts.
 			stream: fleet("s", "u1", "1", "0", 3).
