@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 	"everynode.io/everynode/placement"
 	"k8s.io/client-go/tools/cache"
 )
@@ -24,28 +25,14 @@ func TestInPlaceUpdateOverAnUnfinishedOne(t *testing.T) {
 			name = "second image running, gate closed"
 		}
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			addNodes(f, 4)
-			ds := inPlaceSet(true)
-			addSetWithRevision(f, ds)
-			f.settle(ds)
-			f.kubelet()
-			f.settle(ds) // opens the gates
-			f.kubelet()
-
-			image := func(img string) {
-				ds = f.set(ds).DeepCopy()
-				ds.Spec.Template.Spec.Containers[0].Image = img
-				ds.Generation++
-				f.update(ds)
-			}
-			image("agent:2")
+			f, ds := gatedSetInService(t, 4)
+			ds = f.changeTemplate(ds, "agent:2")
 			f.mustSync(ds) // closes the gates of maxUnavailable pods, patches them
 			f.syncCaches()
 			if kubeletBetween {
 				f.kubelet()
 			}
-			image("agent:3")
+			ds = f.changeTemplate(ds, "agent:3")
 			f.rollOut(ds, nil)
 			for _, p := range f.podList() {
 				if got := p.Spec.Containers[0].Image; got != "agent:3" {
@@ -67,21 +54,8 @@ func TestInPlaceUpdateOverAnUnfinishedOne(t *testing.T) {
 // their containers recovered. Then the set moves on, and the rollout takes
 // the pod along like the others.
 func TestInPlaceGateStaysOpenAfterTheUpdate(t *testing.T) {
-	f := newFixture(t)
-	addNodes(f, 4)
-	ds := inPlaceSet(true)
-	addSetWithRevision(f, ds)
-	f.settle(ds)
-	f.kubelet()
-	f.settle(ds)
-	f.kubelet()
-	image := func(img string) {
-		ds = f.set(ds).DeepCopy()
-		ds.Spec.Template.Spec.Containers[0].Image = img
-		ds.Generation++
-		f.update(ds)
-	}
-	image("agent:2")
+	f, ds := gatedSetInService(t, 4)
+	ds = f.changeTemplate(ds, "agent:2")
 	f.rollOut(ds, nil)
 
 	p := f.podList()[0].DeepCopy()
@@ -97,7 +71,7 @@ func TestInPlaceGateStaysOpenAfterTheUpdate(t *testing.T) {
 		t.Errorf("gate of %s after its container turned not ready: %v, want it left True", p.Name, g)
 	}
 
-	image("agent:3")
+	ds = f.changeTemplate(ds, "agent:3")
 	f.rollOut(ds, nil)
 	for _, p := range f.podList() {
 		if got := p.Spec.Containers[0].Image; got != "agent:3" {
@@ -149,4 +123,19 @@ func TestInPlaceIfServedListedAndChangedAgain(t *testing.T) {
 	if p := f.podList()[0]; podDown(p) || p.Spec.Containers[0].Image != "agent:3" {
 		t.Errorf("pod %s runs %s, in service %v; want agent:3 in service", p.Name, p.Spec.Containers[0].Image, !podDown(p))
 	}
+}
+
+// gatedSetInService is a set that updates in place with the gate
+// (policy Always) on nodes nodes, its pods running and in service, their
+// gates open.
+func gatedSetInService(t *testing.T, nodes int) (*fixture, *everynodev1alpha1.DaemonSet) {
+	f := newFixture(t)
+	addNodes(f, nodes)
+	ds := inPlaceSet(true)
+	addSetWithRevision(f, ds)
+	f.settle(ds)
+	f.kubelet()
+	f.settle(ds) // opens the gates
+	f.kubelet()
+	return f, ds
 }
