@@ -32,6 +32,13 @@ func (s *stream) set(name, uid, surge, unavailable string, desired int32) *strea
 		Desired: desired, MaxSurge: surge, MaxUnavailable: unavailable}})
 }
 
+// rollingTo records set name rolling out revision update (generation 2,
+// observed).
+func (s *stream) rollingTo(name, uid, surge, unavailable string, desired int32, update string) *stream {
+	return s.add(Obs{Set: &SetObs{Op: OpUpdate, Name: name, UID: uid, Kind: KindEverynode, Generation: 2, ObservedGeneration: 2,
+		Desired: desired, MaxSurge: surge, MaxUnavailable: unavailable, UpdateRevision: update}})
+}
+
 func (s *stream) onDeleteSet(name, uid string, desired int32) *stream {
 	return s.add(Obs{Set: &SetObs{Op: OpAdd, Name: name, UID: uid, Kind: KindEverynode, Desired: desired, OnDelete: true}})
 }
@@ -117,8 +124,7 @@ func TestCheckers(t *testing.T) {
 			// The old pod's delete is on its way: the rollout surges on
 			// the next node meanwhile, as upstream does.
 			stream: fleet("s", "u1", "1", "0", 3).
-				add(Obs{Set: &SetObs{Op: OpUpdate, Name: "s", UID: "u1", Kind: KindEverynode, Generation: 2, ObservedGeneration: 2,
-					Desired: 3, MaxSurge: "1", MaxUnavailable: "0", UpdateRevision: "new"}}).
+				rollingTo("s", "u1", "1", "0", 3, "new").
 				pod("s", "u1", "s-new-n1", "n1", "new", true).
 				after(2*time.Second).
 				pod("s", "u1", "s-new-n2", "n2", "new", false).
@@ -126,8 +132,7 @@ func TestCheckers(t *testing.T) {
 		},
 		"surge pairs past maxSurge, new pods not yet available": {
 			stream: fleet("s", "u1", "1", "0", 3).
-				add(Obs{Set: &SetObs{Op: OpUpdate, Name: "s", UID: "u1", Kind: KindEverynode, Generation: 2, ObservedGeneration: 2,
-					Desired: 3, MaxSurge: "1", MaxUnavailable: "0", UpdateRevision: "new"}}).
+				rollingTo("s", "u1", "1", "0", 3, "new").
 				pod("s", "u1", "s-new-n1", "n1", "new", false).
 				pod("s", "u1", "s-new-n2", "n2", "new", false),
 			want: []Invariant{InvSurge},
@@ -136,8 +141,7 @@ func TestCheckers(t *testing.T) {
 			// n1 surged, then went unreachable: the rollout skipped it and
 			// surged on n2. n1 is back with its pair, not yet available.
 			stream: fleet("s", "u1", "1", "0", 3).
-				add(Obs{Set: &SetObs{Op: OpUpdate, Name: "s", UID: "u1", Kind: KindEverynode, Generation: 2, ObservedGeneration: 2,
-					Desired: 3, MaxSurge: "1", MaxUnavailable: "0", UpdateRevision: "new"}}).
+				rollingTo("s", "u1", "1", "0", 3, "new").
 				pod("s", "u1", "s-new-n1", "n1", "new", false).
 				after(5*time.Second).
 				add(Obs{Node: &NodeObs{Op: OpUpdate, Name: "n1", Why: "Unreachable: Ready Unknown for 40s", Since: t0.Add(65 * time.Second)}}).
@@ -150,8 +154,7 @@ func TestCheckers(t *testing.T) {
 			// n2's old pod is not Ready (its node was away): upstream
 			// replaces it at once, outside maxSurge.
 			stream: fleet("s", "u1", "1", "0", 3).
-				add(Obs{Set: &SetObs{Op: OpUpdate, Name: "s", UID: "u1", Kind: KindEverynode, Generation: 2, ObservedGeneration: 2,
-					Desired: 3, MaxSurge: "1", MaxUnavailable: "0", UpdateRevision: "new"}}).
+				rollingTo("s", "u1", "1", "0", 3, "new").
 				pod("s", "u1", "s-new-n1", "n1", "new", false).
 				pod("s", "u1", "s-old-n2", "n2", "old", false).
 				after(time.Second).
