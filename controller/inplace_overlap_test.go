@@ -90,21 +90,7 @@ func TestInPlaceGateStaysOpenAfterTheUpdate(t *testing.T) {
 // soak's s07-inplace stall. The rolling update's pods are not the late
 // closings' business.
 func TestInPlaceIfServedListedAndChangedAgain(t *testing.T) {
-	f := newFixture(t)
-	addNodes(f, 1)
-	f.add(agentService())
-	ds := ifServedSet()
-	addSetWithRevision(f, ds)
-	f.startPods(ds)
-	pod := f.podList()[0]
-
-	ds = f.changeTemplate(ds, "agent:2")
-	f.mustSync(ds)
-	if got, want := f.podWriteLog()[pod.Name], []string{"patch"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("writes %q while unlisted, want %q", got, want)
-	}
-	f.syncCaches() // patched; the kubelet has not restarted anything yet
-
+	f, ds, pod := patchedUnlisted(t)
 	f.add(endpointSlice(ns, "agent-abcde", podRef(pod)))
 	ds = f.changeTemplate(ds, "agent:3")
 	f.mustSync(ds)

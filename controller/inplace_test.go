@@ -538,13 +538,12 @@ func TestInPlaceIfServed(t *testing.T) {
 	}
 }
 
-// TestInPlaceIfServedListedMidUpdate: a pod patched under IfServed while
-// no EndpointSlice listed it, that a slice lists before its new containers
-// are ready, gets its gate closed as soon as the controller sees the
-// slice, and opened once they are ready: patch, gate False, gate True.
-// What this cannot undo: traffic the pod took between the patch and the
-// closing, to containers the kubelet was stopping.
-func TestInPlaceIfServedListedMidUpdate(t *testing.T) {
+// patchedUnlisted is a set under IfServed on one node whose pod a
+// Service selects (so it has the gate) and no EndpointSlice lists yet,
+// its image changed: the sync patched the pod alone (asserted), the cache
+// shows the patch, and the kubelet has not restarted anything yet.
+func patchedUnlisted(t *testing.T) (*fixture, *everynodev1alpha1.DaemonSet, *corev1.Pod) {
+	t.Helper()
 	f := newFixture(t)
 	addNodes(f, 1)
 	f.add(agentService())
@@ -552,7 +551,24 @@ func TestInPlaceIfServedListedMidUpdate(t *testing.T) {
 	addSetWithRevision(f, ds)
 	f.startPods(ds)
 	pod := f.podList()[0]
-	log := map[string][]string{}
+	ds = f.changeTemplate(ds, "agent:2")
+	f.mustSync(ds)
+	if got, want := f.podWriteLog()[pod.Name], []string{"patch"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("the update, unlisted: pod writes %q, want %q", got, want)
+	}
+	f.syncCaches()
+	return f, ds, pod
+}
+
+// TestInPlaceIfServedListedMidUpdate: a pod patched under IfServed while
+// no EndpointSlice listed it, that a slice lists before its new containers
+// are ready, gets its gate closed as soon as the controller sees the
+// slice, and opened once they are ready: patch, gate False, gate True.
+// What this cannot undo: traffic the pod took between the patch and the
+// closing, to containers the kubelet was stopping.
+func TestInPlaceIfServedListedMidUpdate(t *testing.T) {
+	f, ds, pod := patchedUnlisted(t)
+	log := map[string][]string{pod.Name: {"patch"}}
 	record := func(when string, want ...string) {
 		t.Helper()
 		got := f.podWriteLog()[pod.Name]
@@ -561,11 +577,6 @@ func TestInPlaceIfServedListedMidUpdate(t *testing.T) {
 		}
 		log[pod.Name] = append(log[pod.Name], got...)
 	}
-
-	ds = f.changeTemplate(ds, "agent:2")
-	f.mustSync(ds)
-	record("the update, unlisted", "patch")
-	f.syncCaches() // the patch shows; the kubelet has not restarted anything yet
 
 	// A slice that listed the pod before and after a change of its own
 	// lists nothing new: no wake-up. (The handler alone, on made-up
