@@ -217,6 +217,6 @@ func lateGateCandidate(pod *corev1.Pod) bool {
 	if !ok {
 		return false
 	}
-	done, _ := placement.InPlaceDone(pod, &u)
-	return !done
+	// As PlanGateClosings: only until the new containers have started.
+	return !placement.InPlaceStarted(pod, &u)
 }

@@ -52,7 +52,9 @@ func (c *Controller) rollingUpdate(ctx context.Context, v *plan.View) (touched m
 			"maxSurge", maxSurge, "maxUnavailable", maxUnavailable, "delete", len(toDelete), "create", len(toCreate), "inPlace", len(toUpdate), "waitForTokens", retry)
 	}
 	err = errors.Join(c.updateInPlace(ctx, v, toUpdate), c.syncNodes(ctx, v.DS, toDelete, toCreate, v.Hash))
-	touched = make(map[*corev1.Pod]bool, len(toUpdate)+len(toDelete))
+	if len(toUpdate)+len(toDelete) > 0 {
+		touched = make(map[*corev1.Pod]bool, len(toUpdate)+len(toDelete))
+	}
 	for _, p := range toUpdate {
 		touched[p.Pod] = true
 	}
