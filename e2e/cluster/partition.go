@@ -75,8 +75,8 @@ const ResyncAnnotation = "e2e.everynode.io/kubelet-resync"
 // soak's smoke saw both, minutes after the heal). ResyncPods gives each
 // pod on nodes such a change, an annotation, so kwok runs its Stages on
 // it again. Call it once the partition's policy is deleted; the API
-// server takes up to a second or so to stop enforcing it, so it runs
-// twice, after and at.
+// server takes a moment to stop enforcing it, so it runs twice: after
+// the given wait, and 5 s later.
 func ResyncPods(ctx context.Context, kube kubernetes.Interface, nodes []string, after time.Duration) error {
 	var errs []error
 	for _, wait := range []time.Duration{after, 5 * time.Second} {
