@@ -243,7 +243,7 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 	for _, r := range sorted {
 		fmt.Fprintf(&sb, "| %s r%d | %s | %d | %s |\n", r.variant, r.round, fmtNum(r.update), r.total, byVerbResource(r.requests))
 	}
-	path := reportBase(c.out, c.nodes) + "-inplace.md"
+	path := reportBase(c.out, c.nodes) + "-inplace" + c.peersSuffix() + ".md"
 	return path, os.WriteFile(path, []byte(sb.String()), 0o644)
 }
 

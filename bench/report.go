@@ -125,12 +125,22 @@ func reportBase(out string, nodes int) string {
 	return filepath.Join(out, fmt.Sprintf("%d-nodes", nodes))
 }
 
+// peersSuffix names a report of a run with peers apart from the
+// two-system one (<N>-nodes-peers.md beside <N>-nodes.md): both are
+// kept, and one does not replace the other.
+func (c config) peersSuffix() string {
+	if c.peers == "" {
+		return ""
+	}
+	return "-peers"
+}
+
 // writeReport writes reportBase's .md and .png and returns their paths.
 func writeReport(c config, runs []*runResult, sched []*schedResult, start time.Time) (string, string, error) {
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return "", "", fmt.Errorf("making %s: %w", c.out, err)
 	}
-	base := reportBase(c.out, c.nodes)
+	base := reportBase(c.out, c.nodes) + c.peersSuffix()
 	png := base + ".png"
 	if err := plotRollout(runs, png, c.nodes); err != nil {
 		return "", "", err

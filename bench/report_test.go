@@ -21,6 +21,13 @@ func TestReportBase(t *testing.T) {
 			t.Errorf("reportBase(%q, %d) = %q, want %q", tc.out, tc.nodes, got, tc.want)
 		}
 	}
+	// A run with peers keeps its own file beside the two-system one.
+	if got := (config{peers: "kruise"}).peersSuffix(); got != "-peers" {
+		t.Errorf("peersSuffix with peers = %q, want -peers", got)
+	}
+	if got := (config{}).peersSuffix(); got != "" {
+		t.Errorf("peersSuffix without peers = %q, want none", got)
+	}
 }
 
 // The CPU table is one row per process and one column pair (plus ratio) per
