@@ -9,7 +9,11 @@ import "context"
 // replica leads by then, so a node could get a pod twice. The write fence
 // closes that window: the pod writes of a sync first ask it, and it
 // refuses once this replica's last Lease renewal is older than the lease
-// duration (cmd/everynode/leader.go keeps the time).
+// duration (cmd/everynode/leader.go keeps the time). Asked once per
+// batch, it still lets out a request whose process was stopped after the
+// batch asked; so the controller's client asks the same fence again for
+// each pod write (cmd/everynode/writefence.go), and this one saves a
+// batch the requests it would send only to have them refused.
 
 type fenceKey struct{}
 
