@@ -29,6 +29,10 @@ type TrafficStats struct {
 	Failed    int `json:"failed"`
 	// Errors count the failures by a short class of error.
 	Errors map[string]int `json:"errors,omitempty"`
+	// Examples keep the first failure's message of each class: a class
+	// such as "other" says nothing of why (the 60-minute runs' failed
+	// undos could not be explained afterwards).
+	Examples map[string]string `json:"examples,omitempty"`
 }
 
 // Convergence is invariant 4: from the release after the last fault (the
@@ -231,6 +235,16 @@ func (r *Result) Markdown() string {
 		p("| %s | %d | %d | %d | %s |", k, sched[k], st.Done, st.Failed, countsText(st.Errors))
 	}
 	p("")
+	for _, k := range TrafficKinds {
+		st := r.Traffic[k]
+		if st == nil || len(st.Examples) == 0 {
+			continue
+		}
+		for _, class := range slices.Sorted(maps.Keys(st.Examples)) {
+			p("- %s, %s, first: %s", k, class, oneLine(st.Examples[class]))
+		}
+	}
+	p("")
 	if len(r.Admission) > 0 {
 		p("Admission: %s.", countsText(r.Admission))
 		p("")
@@ -289,4 +303,13 @@ func countsText(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// oneLine is msg on one line and at most 300 bytes, for a list item.
+func oneLine(msg string) string {
+	msg = strings.Join(strings.Fields(msg), " ")
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	return msg
 }

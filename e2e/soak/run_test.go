@@ -3,6 +3,7 @@ package soak
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +48,21 @@ func TestErrClass(t *testing.T) {
 				t.Errorf("errClass = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A failure is counted by class, and the first message of each class is
+// kept: the class alone cannot tell why an undo failed.
+func TestCountKeepsTheFirstMessageOfAClass(t *testing.T) {
+	r := &runner{traffic: map[EventKind]*TrafficStats{}}
+	r.count(TrafficRolloutUndo, nil)
+	r.count(TrafficRolloutUndo, errors.New("no previous revision to roll back to: daemon set \"s01\" has only revision 1"))
+	r.count(TrafficRolloutUndo, errors.New("something later"))
+	st := r.traffic[TrafficRolloutUndo]
+	if st.Done != 1 || st.Failed != 2 || st.Errors["other"] != 2 {
+		t.Fatalf("counted %+v, want 1 done, 2 failed as other", st)
+	}
+	if got := st.Examples["other"]; !strings.Contains(got, "has only revision 1") {
+		t.Errorf("the example of other is %q, want the first failure's message", got)
 	}
 }

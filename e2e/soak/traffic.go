@@ -77,7 +77,14 @@ func (r *runner) count(k EventKind, err error) {
 		return
 	}
 	st.Failed++
-	st.Errors[errClass(err)]++
+	class := errClass(err)
+	st.Errors[class]++
+	if _, ok := st.Examples[class]; !ok {
+		if st.Examples == nil {
+			st.Examples = map[string]string{}
+		}
+		st.Examples[class] = time.Now().UTC().Format("15:04:05") + " " + err.Error()
+	}
 }
 
 func (r *runner) admit(what string, n int) {
