@@ -238,9 +238,14 @@ func (r *runner) rotateCA(ctx context.Context, e Event, rec *FaultRecord) error 
 
 // scrape reads replica n's /metrics.
 func (r *runner) scrape(ctx context.Context, n int) (string, error) {
+	return r.health(ctx, n, "/metrics")
+}
+
+// health GETs path from replica n's health address.
+func (r *runner) health(ctx context.Context, n int, path string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", r.c.HealthPort+n), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", r.c.HealthPort+n, path), nil)
 	if err != nil {
 		return "", err
 	}
@@ -250,6 +255,9 @@ func (r *runner) scrape(ctx context.Context, n int) (string, error) {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
 	return string(b), err
 }
 

@@ -63,7 +63,10 @@ type runner struct {
 	faults     []FaultRecord
 	violations []Violation
 	samples    []Sample
-	bindWaits  []time.Duration
+	// heapKept is when each replica process's heap profile was last kept
+	// (sample's goroutine only).
+	heapKept  map[int]time.Time
+	bindWaits []time.Duration
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -265,6 +268,7 @@ func (r *runner) sample(ctx context.Context) {
 			r.mu.Lock()
 			r.samples = append(r.samples, Sample{At: time.Now(), Replica: n, PID: pid, RSS: m.RSS, Goroutines: m.Goroutines, HeapInUse: m.HeapInUse})
 			r.mu.Unlock()
+			r.keepHeapProfile(ctx, n, pid)
 		}
 		select {
 		case <-ctx.Done():
@@ -272,6 +276,26 @@ func (r *runner) sample(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// keepHeapProfile saves replica n's heap profile (pid's first, then one
+// every HeapProfileEvery) beside the run's records, so that a climbing
+// heap in use can be read by what holds it: go tool pprof -diff_base
+// <first> <last>.
+func (r *runner) keepHeapProfile(ctx context.Context, n, pid int) {
+	if r.heapKept == nil {
+		r.heapKept = map[int]time.Time{}
+	}
+	if last, ok := r.heapKept[pid]; ok && time.Since(last) < HeapProfileEvery {
+		return
+	}
+	prof, err := r.health(ctx, n, "/debug/pprof/heap")
+	if err != nil {
+		return // down or stopped; the next sample tries again
+	}
+	r.heapKept[pid] = time.Now()
+	name := fmt.Sprintf("heap-seed%d-r%d-pid%d-%s.pb.gz", r.o.Seed, n, pid, time.Now().UTC().Format("150405"))
+	_ = os.WriteFile(filepath.Join(r.dir, name), []byte(prof), 0o644)
 }
 
 // write puts the report, the plot and the run as JSON in o.Out.

@@ -18,6 +18,9 @@ import (
 // SampleEvery is how often the soak reads each replica's /metrics.
 const SampleEvery = 15 * time.Second
 
+// HeapProfileEvery is how often each replica's heap profile is kept.
+const HeapProfileEvery = 10 * time.Minute
+
 // Sample is one reading of one replica.
 type Sample struct {
 	At         time.Time `json:"at"`
