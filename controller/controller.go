@@ -191,6 +191,9 @@ type Controller struct {
 	// fence is the write fence of the leadership term New was made in
 	// (fence.go).
 	fence func() error
+	// term is the leadership term New was made in, if hasTerm (fence.go).
+	term    int32
+	hasTerm bool
 
 	// syncHandler is sync, replaceable in tests of the queue plumbing.
 	syncHandler func(ctx context.Context, key cache.ObjectName) error
@@ -251,6 +254,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		schedulerName:  cfg.SchedulerName,
 		fence:          fenceOf(ctx),
 	}
+	c.term, c.hasTerm = LeaderTerm(ctx)
 	for _, ns := range cfg.WebhookSkippedNamespaces {
 		c.webhookSkipped[ns] = true
 	}

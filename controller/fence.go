@@ -13,9 +13,37 @@ import "context"
 // batch, it still lets out a request whose process was stopped after the
 // batch asked; so the controller's client asks the same fence again for
 // each pod write (cmd/everynode/writefence.go), and this one saves a
-// batch the requests it would send only to have them refused.
+// batch the requests it would send only to have them refused. Neither
+// can stop a request the process had handed to the kernel before it
+// hung: the API server's fence does (the chart's leader-fence.yaml),
+// from the term each created pod carries (WithLeaderTerm).
 
 type fenceKey struct{}
+
+type termKey struct{}
+
+// WithLeaderTerm returns ctx carrying the leadership term (the Lease's
+// leaseTransitions when this replica acquired it): the controller made or
+// run with it writes it on each pod it creates
+// (everynodev1alpha1.AnnotationLeaderTerm), for the API server's fence.
+func WithLeaderTerm(ctx context.Context, term int32) context.Context {
+	return context.WithValue(ctx, termKey{}, term)
+}
+
+// LeaderTerm is the term ctx carries (WithLeaderTerm), if it does.
+func LeaderTerm(ctx context.Context) (int32, bool) {
+	t, ok := ctx.Value(termKey{}).(int32)
+	return t, ok
+}
+
+// leaderTerm is the term of ctx, else the one New was given; false
+// without leader election.
+func (c *Controller) leaderTerm(ctx context.Context) (int32, bool) {
+	if t, ok := LeaderTerm(ctx); ok {
+		return t, true
+	}
+	return c.term, c.hasTerm
+}
 
 // WithWriteFence returns ctx carrying fence, which the controller made
 // (New) or run with it calls before each batch of pod creates, deletes or

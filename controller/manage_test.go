@@ -301,6 +301,55 @@ func TestWriteFenceFromNew(t *testing.T) {
 	}
 }
 
+// Under leader election every pod a sync creates carries the term it was
+// created in, the term of the sync's context or else New's, for the API
+// server's fence; without leader election none does.
+func TestCreatedPodsCarryTheLeaderTerm(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		newCtx    func(context.Context) context.Context
+		syncCtx   func(context.Context) context.Context
+		want      string
+		wantNoAnn bool
+	}{
+		{name: "the sync's term", syncCtx: func(ctx context.Context) context.Context { return WithLeaderTerm(ctx, 7) }, want: "7"},
+		{name: "New's term", newCtx: func(ctx context.Context) context.Context { return WithLeaderTerm(ctx, 3) }, want: "3"},
+		{name: "the sync's over New's", newCtx: func(ctx context.Context) context.Context { return WithLeaderTerm(ctx, 3) },
+			syncCtx: func(ctx context.Context) context.Context { return WithLeaderTerm(ctx, 4) }, want: "4"},
+		{name: "no leader election", wantNoAnn: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixtureWith(t, func(f *fixture) {
+				if tc.newCtx != nil {
+					f.ctx = tc.newCtx(f.ctx)
+				}
+			})
+			if tc.syncCtx != nil {
+				f.ctx = tc.syncCtx(context.Background())
+			} else {
+				f.ctx = context.Background()
+			}
+			addNodes(f, 2)
+			ds := newSet("agent")
+			addSetWithRevision(f, ds)
+			f.mustSync(ds)
+			creates := f.podCreates()
+			if len(creates) != 2 {
+				t.Fatalf("%d pods created, want 2", len(creates))
+			}
+			for _, pod := range creates {
+				got, ok := pod.Annotations[everynodev1alpha1.AnnotationLeaderTerm]
+				switch {
+				case tc.wantNoAnn && ok:
+					t.Errorf("a pod has term %q without leader election", got)
+				case !tc.wantNoAnn && got != tc.want:
+					t.Errorf("pod has term %q, want %q", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
 // While a rolling update's deletes are yet to show, a node that joins gets
 // its pod from the very next sync, which does nothing else; a node whose
 // creation is pending gets no second pod, nor do the nodes whose pods are

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -126,6 +127,12 @@ func (c *Controller) createPod(ctx context.Context, ds *everynodev1alpha1.Daemon
 		placement.WithInPlaceGate(pod)
 	}
 	c.gateIfWaiting(so, pod, nodeName, node)
+	if term, ok := c.leaderTerm(ctx); ok {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[everynodev1alpha1.AnnotationLeaderTerm] = strconv.FormatInt(int64(term), 10)
+	}
 	return c.podControl.CreatePod(ctx, ds, pod)
 }
 

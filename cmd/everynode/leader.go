@@ -45,17 +45,19 @@ type renewalClock struct {
 	now  func() time.Time
 	mu   sync.Mutex
 	last time.Time
+	// transitions is the LeaderTransitions of the last successful write.
+	transitions int32
 }
 
 func (r *renewalClock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	return r.track(func() error { return r.Interface.Create(ctx, rec) })
+	return r.track(rec, func() error { return r.Interface.Create(ctx, rec) })
 }
 
 func (r *renewalClock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	return r.track(func() error { return r.Interface.Update(ctx, rec) })
+	return r.track(rec, func() error { return r.Interface.Update(ctx, rec) })
 }
 
-func (r *renewalClock) track(write func() error) error {
+func (r *renewalClock) track(rec resourcelock.LeaderElectionRecord, write func() error) error {
 	sent := r.now()
 	err := write()
 	if err == nil {
@@ -63,9 +65,19 @@ func (r *renewalClock) track(write func() error) error {
 		if sent.After(r.last) {
 			r.last = sent
 		}
+		r.transitions = int32(rec.LeaderTransitions)
 		r.mu.Unlock()
 	}
 	return err
+}
+
+// term is the Lease's leaseTransitions as this replica last wrote it: on
+// acquiring, client-go counts one more transition than the Lease held, so
+// in a term it is that term's number, and every later holder's is higher.
+func (r *renewalClock) term() int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.transitions
 }
 
 // fence refuses once the last renewal is a lease duration old: another
@@ -121,7 +133,8 @@ func runController(ctx context.Context, o *serveOptions, c *clients, newControll
 		// term's controller was made before any term (buildParts).
 		fence := lock.fence(o.leaseDuration)
 		led, err := leadOnce(ctx, o, lock, identity, func(termCtx context.Context) context.Context {
-			return controller.WithWriteFence(termCtx, fence)
+			// Called once the Lease is won: its write is the acquire.
+			return controller.WithLeaderTerm(controller.WithWriteFence(termCtx, fence), lock.term())
 		}, newController)
 		if err != nil {
 			return err

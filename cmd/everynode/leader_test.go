@@ -10,6 +10,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -27,11 +28,20 @@ type fakeController struct {
 	delay time.Duration
 	// unfenced counts runs whose context carries no write fence.
 	unfenced *atomic.Int32
+	// terms records the leader term of each run's context (-1: none).
+	terms *eventLog
 }
 
 func (f *fakeController) Run(ctx context.Context, _ int) error {
 	if f.unfenced != nil && !controller.HasWriteFence(ctx) {
 		f.unfenced.Add(1)
+	}
+	if f.terms != nil {
+		t, ok := controller.LeaderTerm(ctx)
+		if !ok {
+			t = -1
+		}
+		f.terms.add("term", int(t))
 	}
 	f.log.add("start", f.term)
 	<-ctx.Done()
@@ -73,7 +83,14 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // a new controller. On shutdown the Lease is released only after the
 // controller has returned.
 func TestLeaderLossRejoinsAndShutdownReleasesAfterTheController(t *testing.T) {
-	kube := kubefake.NewClientset()
+	// Another replica held the Lease before, four transitions in: this
+	// one's term is the fifth.
+	past := metav1.NewMicroTime(time.Now().Add(-time.Hour))
+	kube := kubefake.NewClientset(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "everynode", Namespace: "everynode-system"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("old-leader"), LeaseDurationSeconds: ptr.To[int32](1),
+			AcquireTime: &past, RenewTime: &past, LeaseTransitions: ptr.To[int32](4)},
+	})
 	var failRenewals, released atomic.Bool
 	log := &eventLog{}
 	kube.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
@@ -92,9 +109,10 @@ func TestLeaderLossRejoinsAndShutdownReleasesAfterTheController(t *testing.T) {
 	o.leaseDuration, o.renewDeadline, o.retryPeriod = 400*time.Millisecond, 300*time.Millisecond, 50*time.Millisecond
 	terms := 0
 	var unfenced atomic.Int32
+	leaderTerms := &eventLog{}
 	newController := func(context.Context) (controllerRunner, error) {
 		terms++
-		return &fakeController{log: log, term: terms, delay: 100 * time.Millisecond, unfenced: &unfenced}, nil
+		return &fakeController{log: log, term: terms, delay: 100 * time.Millisecond, unfenced: &unfenced, terms: leaderTerms}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -137,6 +155,12 @@ func TestLeaderLossRejoinsAndShutdownReleasesAfterTheController(t *testing.T) {
 	if n := unfenced.Load(); n > 0 {
 		t.Errorf("%d of 2 terms ran their controller without the write fence", n)
 	}
+	// Taking the Lease from old-leader is the fifth transition; losing it
+	// to nobody and taking it back is not a new holder (client-go counts
+	// a transition only when the holder changes).
+	if got := leaderTerms.snapshot(); len(got) != 2 || got[0] != "term5" || got[1] != "term5" {
+		t.Errorf("the terms' contexts carried %v, want term5 twice", got)
+	}
 }
 
 // The write fence opens with a successful Lease write and closes a lease
@@ -164,11 +188,19 @@ func TestRenewalClockFence(t *testing.T) {
 		t.Fatalf("15 s after the last good renewal: %v; want closed", err)
 	}
 	failing = false
-	if err := r.Create(context.Background(), resourcelock.LeaderElectionRecord{}); err != nil {
+	if err := r.Create(context.Background(), resourcelock.LeaderElectionRecord{LeaderTransitions: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if err := fence(); err != nil {
 		t.Errorf("right after a new acquire: %v; want open", err)
+	}
+	if got := r.term(); got != 5 {
+		t.Errorf("term after an acquire at 5 transitions = %d, want 5", got)
+	}
+	failing = true
+	_ = r.Update(context.Background(), resourcelock.LeaderElectionRecord{LeaderTransitions: 6})
+	if got := r.term(); got != 5 {
+		t.Errorf("term after a failed write = %d, want 5 still", got)
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 // leader woke (e2e/soak/results/README.md, the second 60-minute run). So
 // the controller's own client asks the fence again for every pod write, as
 // the request leaves: a process that wakes mid-batch is refused at its
-// next request, not after the batch.
+// next request, not after the batch. A request already handed to the
+// kernel when the process stopped is past any client-side check; the API
+// server's fence (the chart's leader-fence.yaml) refuses that one.
 
 // podWriteFence is the fence the controller's client asks before each pod
 // write: nil until runController sets it (and always without leader

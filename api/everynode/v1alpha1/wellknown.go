@@ -38,6 +38,15 @@ const (
 	// AnnotationMadeWholeValue is the only value AnnotationMadeWhole takes.
 	AnnotationMadeWholeValue = "v1"
 
+	// AnnotationLeaderTerm on a daemon pod is the leader election term the
+	// controller created it in: the Lease's leaseTransitions when its
+	// replica acquired it. The chart's ValidatingAdmissionPolicy
+	// (leader-fence.yaml) refuses a create whose term is older than the
+	// Lease's: a leader that hung past its Lease and wakes up cannot add
+	// a pod beside the new leader's, however late its request arrives.
+	// Set only under leader election.
+	AnnotationLeaderTerm = "everynode.io/leader-term"
+
 	// LabelTakeoverProbe marks the apps/v1 DaemonSet that everynode's
 	// takeover mode keeps in its own namespace to find out whether
 	// kube-controller-manager's DaemonSet controller runs too: everynode
