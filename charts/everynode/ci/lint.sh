@@ -58,6 +58,11 @@ has default '"--tls-dns-names=everynode.everynode-system.svc,everynode.everynode
 has default '"--webhook-configurations=everynode,everynode"'
 has default '"--leader-elect=true"'
 has default '"--leader-elect-lease-duration=15s"'
+# The leader fence: the controller's own annotated creates, the Lease as param.
+has default '^  name: everynode-leader-fence$'
+has default 'expression: request.userInfo.username == "system:serviceaccount:everynode-system:everynode"$'
+count default 1 '^    kind: Lease$'
+has default 'parameterNotFoundAction: Allow'
 has default '"--controller-username=system:serviceaccount:everynode-system:everynode"'
 # /validate/pod skips exactly the identity the controller runs as, and
 # /mutate/pod the pods that identity marked made whole.
@@ -88,7 +93,8 @@ count default 2 'everynode.io/daemon-pod: "true"'
 count default 5 '^        port: 443$'
 has default 'reinvocationPolicy: IfNeeded'
 has default 'resourceNames: \["everynode-ca"\]'
-hasnt default '^kind: ValidatingAdmissionPolicy$'
+# One policy by default: the leader fence (the takeover lock is opt-in).
+count default 1 '^kind: ValidatingAdmissionPolicy$'
 # The controller knows the namespaces the webhooks skip, to warn about sets
 # there whose nodeOverrides cannot apply.
 has default '"--webhook-skipped-namespaces=kube-system,kube-node-lease,everynode-system"$'
@@ -198,9 +204,14 @@ hasnt single-replica '^kind: PodDisruptionBudget$'
 render own-service-account --set serviceAccount.create=false --set serviceAccount.name=ops-daemons
 has own-service-account '"--controller-username=system:serviceaccount:everynode-system:ops-daemons"'
 has own-service-account "expression: \"request.userInfo.username != 'system:serviceaccount:everynode-system:ops-daemons'\""
+has own-service-account 'expression: request.userInfo.username == "system:serviceaccount:everynode-system:ops-daemons"$'
 
 render no-leader-election --set leaderElection.enabled=false --set replicaCount=1
 has no-leader-election '"--leader-elect=false"'
+hasnt no-leader-election 'leader-fence'
+
+render no-leader-fence --set leaderElection.fence=false
+hasnt no-leader-fence 'leader-fence'
 
 render no-prestop --set shutdown.preStopSleepSeconds=0 --set shutdown.delaySeconds=10 \
   --set shutdown.drainTimeoutSeconds=30 --set shutdown.terminationGracePeriodSeconds=45
@@ -281,14 +292,15 @@ count startup-taint 2 'verbs: \["get", "list", "watch", "update"\]'
 
 # Takeover: the lock policy, its flag and RBAC come with it; an empty
 # identity list means no lock and an empty flag (the probe alone).
-hasnt default 'takeover|ValidatingAdmissionPolicy$'
+hasnt default 'takeover'
 render takeover --set takeover.enabled=true
-has takeover '^kind: ValidatingAdmissionPolicy$'
+count takeover 2 '^kind: ValidatingAdmissionPolicy$'
+has takeover '^  name: everynode-takeover-lock$'
 has takeover '"--takeover-lock-policy=everynode-takeover-lock"'
 has takeover 'expression: request.userInfo.username in \["system:serviceaccount:kube-system:daemon-set-controller"\]'
 has takeover 'resources: \["validatingadmissionpolicybindings"\]'
 render takeover-nolock --set takeover.enabled=true --set 'takeover.lockedIdentities=null'
-hasnt takeover-nolock '^kind: ValidatingAdmissionPolicy$'
+hasnt takeover-nolock 'name: everynode-takeover-lock'
 hasnt takeover-nolock 'validatingadmissionpolicybindings'
 has takeover-nolock '"--takeover-lock-policy="'
 refuse bad-identities 'lockedIdentities' --set 'takeover.lockedIdentities[0]='
