@@ -12,7 +12,8 @@ import "context"
 // duration (cmd/everynode/leader.go keeps the time). Asked once per
 // batch, it still lets out a request whose process was stopped after the
 // batch asked; so the controller's client asks the same fence again for
-// each pod write (cmd/everynode/writefence.go), and this one saves a
+// each write of pods, nodes, set status and revisions
+// (cmd/everynode/writefence.go), and this one saves a
 // batch the requests it would send only to have them refused. Neither
 // can stop a request the process had handed to the kernel before it
 // hung: the API server's fence does (the chart's leader-fence.yaml),

@@ -13,9 +13,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
 
-func TestIsPodWrite(t *testing.T) {
+func TestIsFencedWrite(t *testing.T) {
 	for _, tc := range []struct {
 		method, path string
 		want         bool
@@ -25,16 +27,23 @@ func TestIsPodWrite(t *testing.T) {
 		{"PATCH", "/api/v1/namespaces/a/pods/p/status", true},
 		{"POST", "/api/v1/namespaces/a/pods/p/eviction", true},
 		{"PATCH", "/prefix/api/v1/namespaces/a/pods/p/resize", true},
+		{"PUT", "/api/v1/nodes/n", true},
+		{"PUT", "/apis/everynode.io/v1alpha1/namespaces/a/daemonsets/d/status", true},
+		{"PATCH", "/apis/apps/v1/namespaces/a/daemonsets/d/status", true},
+		{"POST", "/apis/apps/v1/namespaces/a/controllerrevisions", true},
+		{"DELETE", "/apis/apps/v1/namespaces/a/controllerrevisions/r", true},
 		{"GET", "/api/v1/namespaces/a/pods/p", false},
 		{"GET", "/api/v1/pods?watch=true", false},
-		{"PATCH", "/api/v1/nodes/n", false},
 		{"PUT", "/apis/coordination.k8s.io/v1/namespaces/a/leases/l", false},
-		{"POST", "/apis/apps/v1/namespaces/a/controllerrevisions", false},
 		{"POST", "/api/v1/namespaces/a/events", false},
+		{"PATCH", "/apis/events.k8s.io/v1/namespaces/a/events/e", false},
+		{"POST", "/apis/apps/v1/namespaces/a/daemonsets", false},
+		{"DELETE", "/apis/apps/v1/namespaces/a/daemonsets/everynode-takeover-probe", false},
+		{"POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", false},
 	} {
 		req := httptest.NewRequest(tc.method, tc.path, nil)
-		if got := isPodWrite(req); got != tc.want {
-			t.Errorf("isPodWrite(%s %s) = %v, want %v", tc.method, tc.path, got, tc.want)
+		if got := isFencedWrite(req); got != tc.want {
+			t.Errorf("isFencedWrite(%s %s) = %v, want %v", tc.method, tc.path, got, tc.want)
 		}
 	}
 }
@@ -90,6 +99,12 @@ current-context: c
 	}
 	if err := pods.Delete(ctx, "p", metav1.DeleteOptions{}); err == nil {
 		t.Error("a delete went out with the fence closed")
+	}
+	// The set's status from a view a lease old, on the other clientset.
+	set := &everynodev1alpha1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "a"}}
+	if _, err := c.controllerEverynode.EverynodeV1alpha1().DaemonSets("a").UpdateStatus(ctx, set, metav1.UpdateOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "refused by the write fence") {
+		t.Errorf("a set status write with the fence closed: %v; want refused", err)
 	}
 	if _, err := pods.Get(ctx, "p", metav1.GetOptions{}); err != nil {
 		t.Errorf("a read with the fence closed: %v; want it sent", err)
