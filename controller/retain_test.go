@@ -1,0 +1,50 @@
+package controller
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"weak"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Syncs keep no pod object the cache has replaced, past the pod memo's
+// bound (a quarter of the set's pods between its sweeps, plan.PodMemo).
+// The soak's leaders hold tens of MiB more heap than followers with the
+// same pods cached (e2e/soak/results/README.md); this rules out the sync
+// path as what keeps them: ten rounds of every pod replaced, a sync after
+// each, and the old objects are collected.
+func TestSyncsKeepNoReplacedPods(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 100)
+	ds := newSet("agent")
+	addSetWithRevision(f, ds)
+	f.settle(ds)
+	f.runPods()
+	f.mustSync(ds)
+	var replaced []weak.Pointer[corev1.Pod]
+	for round := range 10 {
+		for _, obj := range f.podInf.GetIndexer().List() {
+			old := obj.(*corev1.Pod)
+			replaced = append(replaced, weak.Make(old))
+			cur := old.DeepCopy()
+			cur.ResourceVersion = fmt.Sprint(f.podSeq.Add(1))
+			cur.Status.Message = fmt.Sprint("round ", round) // a kubelet's status update
+			f.update(cur)
+		}
+		f.mustSync(ds)
+	}
+	runtime.GC()
+	runtime.GC()
+	kept := 0
+	for _, w := range replaced {
+		if w.Value() != nil {
+			kept++
+		}
+	}
+	cached := len(f.podInf.GetIndexer().List())
+	if bound := cached/4 + 16; kept > bound {
+		t.Errorf("%d of %d replaced pod objects still reachable after the syncs, with %d pods cached; the memo's bound is %d", kept, len(replaced), cached, bound)
+	}
+}
