@@ -122,6 +122,14 @@ func TestFilter(t *testing.T) {
 			wantPassed: []string{},
 			wantFailed: map[string]string{"n1": "everynode: node already runs pod infra/agent-old of DaemonSet infra/agent"},
 		},
+		"daemon pod: a pod of an earlier set of the name does not count": {
+			// Left by the garbage collector (it missed the cascade): the
+			// controller does not see it as the set's, nor may the filter.
+			objs:       append(nodes, agent, daemonPod(earlierIncarnation(agent), "agent-earlier", "n1", "v1", ready)),
+			pod:        pending,
+			names:      []string{"n1"},
+			wantPassed: []string{"n1"},
+		},
 		"daemon pod: surge exception, maxSurge 1": {
 			objs:       append(nodes, surging, daemonPod(surging, "agent-old", "n1", "v1", ready)),
 			pod:        pending,
@@ -326,4 +334,12 @@ func TestFilterNodes(t *testing.T) {
 	if _, ok := got.FailedNodes["n1"]; !ok {
 		t.Errorf("FailedNodes = %q, want n1", got.FailedNodes)
 	}
+}
+
+// earlierIncarnation is a set of ds's name deleted before ds was made: the
+// same name, another UID.
+func earlierIncarnation(ds *everynodev1alpha1.DaemonSet) *everynodev1alpha1.DaemonSet {
+	prev := ds.DeepCopy()
+	prev.UID = ds.UID + "-earlier"
+	return prev
 }
