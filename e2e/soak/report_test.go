@@ -13,7 +13,7 @@ func TestReport(t *testing.T) {
 			{Event: Event{Kind: FaultLeaderStop, For: 30 * time.Second, Set: -1}, Start: t0.Add(time.Minute), End: t0.Add(91 * time.Second), Target: "replica 1 (pid 42)"},
 			{Event: Event{Kind: FaultFollowerKill, Set: -1}, Start: t0.Add(2 * time.Minute), Skipped: "no follower"},
 		},
-		Traffic:    map[EventKind]*TrafficStats{TrafficPlainPods: {Scheduled: 3, Done: 2, Failed: 1, Errors: map[string]int{"timeout": 1},
+		Traffic: map[EventKind]*TrafficStats{TrafficPlainPods: {Scheduled: 3, Done: 2, Failed: 1, Errors: map[string]int{"timeout": 1},
 			Examples: map[string]string{"timeout": "10:03:00 creating pods:\n  context deadline exceeded"}}},
 		Admission:  map[string]int{"ordinary pods created": 20},
 		Violations: []Violation{{At: t0.Add(3 * time.Minute), Invariant: InvDuplicate, Set: "s00-mu1", Message: "node n1 holds 2 live pods", Objects: []string{"pod a", "pod b"}}},
