@@ -128,9 +128,7 @@ func (c *Controller) createPod(ctx context.Context, ds *everynodev1alpha1.Daemon
 	}
 	c.gateIfWaiting(so, pod, nodeName, node)
 	if term, ok := c.leaderTerm(ctx); ok {
-		if pod.Annotations == nil {
-			pod.Annotations = map[string]string{}
-		}
+		// NewPodFor's pod always has annotations (AnnotationMadeWhole).
 		pod.Annotations[everynodev1alpha1.AnnotationLeaderTerm] = strconv.FormatInt(int64(term), 10)
 	}
 	return c.podControl.CreatePod(ctx, ds, pod)

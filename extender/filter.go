@@ -114,9 +114,8 @@ func targetReason(pod *corev1.Pod, target string, c *cluster) (string, error) {
 		}
 		if ref := refOf(other); ref.UID != set.UID {
 			// A pod of an earlier set of this name, which the garbage
-			// collector has yet to delete (or missed: a soak saw it miss
-			// 504 pods of a set deleted right after a kube-apiserver
-			// restart). It is not this set's, as the controller sees it
+			// collector has yet to delete (or missed, as a soak saw right
+			// after a kube-apiserver restart). It is not this set's, as the controller sees it
 			// too, and will never be: an orphaning delete orphans every
 			// dependent before the old set is gone, and a new set of the
 			// name exists only then. Counting it kept the new set's pods

@@ -122,10 +122,10 @@ func runController(ctx context.Context, o *serveOptions, c *clients, newControll
 		return fmt.Errorf("leader election lock: %w", err)
 	}
 	lock := &renewalClock{Interface: inner, now: time.Now}
-	if c.podFence != nil {
+	if c.writeFence != nil {
 		// Every pod write of the controller's client, as it goes out, and
 		// not only each batch of them (writefence.go).
-		c.podFence.set(lock.fence(o.leaseDuration))
+		c.writeFence.set(lock.fence(o.leaseDuration))
 	}
 	for {
 		// The fence goes on the context the term's controller is both made

@@ -117,17 +117,17 @@ func TestLeaderLossRejoinsAndShutdownReleasesAfterTheController(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	podFence := &podWriteFence{}
-	go func() { done <- runController(ctx, o, &clients{kube: kube, podFence: podFence}, newController) }()
+	fence := &writeFence{}
+	go func() { done <- runController(ctx, o, &clients{kube: kube, writeFence: fence}, newController) }()
 
 	waitUntil(t, "the first term", func() bool { return len(log.snapshot()) >= 1 })
-	if err := podFence.check(); err != nil {
+	if err := fence.check(); err != nil {
 		t.Fatalf("the client's pod fence in the first term: %v; want open", err)
 	}
 	failRenewals.Store(true)
 	waitUntil(t, "the first controller to return", func() bool { return len(log.snapshot()) >= 2 })
 	// The client's own fence follows the Lease, not the term's controller.
-	waitUntil(t, "the client's pod fence to close", func() bool { return podFence.check() != nil })
+	waitUntil(t, "the client's pod fence to close", func() bool { return fence.check() != nil })
 	select {
 	case err := <-done:
 		t.Fatalf("runController returned %v on leader loss; it must rejoin the election", err)

@@ -89,9 +89,9 @@ type clients struct {
 	// controllerEvents is not rate limited itself: the controller takes
 	// each event's token from budget.
 	controllerEvents kubernetes.Interface
-	// podFence is asked before each pod write of controllerKube
+	// writeFence is asked before each pod write of controllerKube
 	// (writefence.go); runController sets its fence.
-	podFence *podWriteFence
+	writeFence *writeFence
 }
 
 func newClients(o *serveOptions) (*clients, error) {
@@ -113,8 +113,8 @@ func newClients(o *serveOptions) (*clients, error) {
 	}
 	controllerConfig := rest.CopyConfig(config)
 	controllerConfig.RateLimiter = c.budget
-	c.podFence = &podWriteFence{}
-	controllerConfig.Wrap(c.podFence.wrap)
+	c.writeFence = &writeFence{}
+	controllerConfig.Wrap(c.writeFence.wrap)
 	if c.controllerKube, c.controllerEverynode, err = newClientsets(controllerConfig); err != nil {
 		return nil, err
 	}

@@ -19,18 +19,18 @@ import (
 // kernel when the process stopped is past any client-side check; the API
 // server's fence (the chart's leader-fence.yaml) refuses that one.
 
-// podWriteFence is the fence the controller's client asks before each
+// writeFence is the fence the controller's client asks before each
 // write isFencedWrite names (pods first among them): nil until runController sets it (and always without leader
 // election, where nothing else can lead).
-type podWriteFence struct {
+type writeFence struct {
 	fence atomic.Pointer[func() error]
 }
 
 // set makes f the fence of every later pod write.
-func (p *podWriteFence) set(f func() error) { p.fence.Store(&f) }
+func (p *writeFence) set(f func() error) { p.fence.Store(&f) }
 
 // check is nil when a pod write may go out.
-func (p *podWriteFence) check() error {
+func (p *writeFence) check() error {
 	if f := p.fence.Load(); f != nil {
 		return (*f)()
 	}
@@ -38,12 +38,12 @@ func (p *podWriteFence) check() error {
 }
 
 // wrap returns rt with the fence asked before each pod write.
-func (p *podWriteFence) wrap(rt http.RoundTripper) http.RoundTripper {
+func (p *writeFence) wrap(rt http.RoundTripper) http.RoundTripper {
 	return &fencedTransport{fence: p, next: rt}
 }
 
 type fencedTransport struct {
-	fence *podWriteFence
+	fence *writeFence
 	next  http.RoundTripper
 }
 
@@ -62,9 +62,9 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // reconciles from its view: a pod or its subresources (status, eviction,
 // resize, binding), a node (the startup taint), a set's status (either
 // kind), a ControllerRevision. A replica that woke past its Lease judges
-// all of them from a view a lease old: the soak's third 60-minute run saw
-// one write a set's status from before its stop (desired 501 where the
-// new leader had written 517) a second after it woke. Reads and watches
+// all of them from a view a lease old: the soak saw one write a set's
+// status from before its stop right after it woke
+// (e2e/soak/results/README.md). Reads and watches
 // go out unfenced, as do the Lease, the events, the takeover's lock and
 // probe (they clean up after a term) and the sets themselves.
 func isFencedWrite(req *http.Request) bool {

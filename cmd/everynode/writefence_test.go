@@ -80,7 +80,7 @@ current-context: c
 		t.Fatal(err)
 	}
 	stopped := false
-	c.podFence.set(func() error {
+	c.writeFence.set(func() error {
 		if stopped {
 			return errors.New("last renewed the leader Lease 36s ago")
 		}
