@@ -367,7 +367,12 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runNodeWorker, time.Second) })
 	}
-	wg.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { c.failedBackoff.GC() }, backoffGCInterval) })
+	wg.Go(func() {
+		wait.UntilWithContext(ctx, func(context.Context) {
+			c.failedBackoff.GC()
+			c.state.dropIdleMemos()
+		}, backoffGCInterval)
+	})
 	<-ctx.Done()
 	return nil
 }

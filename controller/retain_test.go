@@ -48,3 +48,41 @@ func TestSyncsKeepNoReplacedPods(t *testing.T) {
 		t.Errorf("%d of %d replaced pod objects still reachable after the syncs, with %d pods cached; the memo's bound is %d", kept, len(replaced), cached, bound)
 	}
 }
+
+// An informer that lists again (its watch expired) replaces every cached
+// pod with an equal object of the same resourceVersion, and calls no
+// handler of the controller: no sync follows. The set's pod memo must not
+// keep the replaced objects past memoIdle: it kept one copy of every pod
+// on the soak's leaders.
+func TestRelistKeepsNoReplacedPods(t *testing.T) {
+	f := newFixture(t)
+	addNodes(f, 100)
+	ds := newSet("agent")
+	addSetWithRevision(f, ds)
+	f.settle(ds)
+	f.runPods()
+	f.mustSync(ds)
+	var replaced []weak.Pointer[corev1.Pod]
+	for _, obj := range f.podInf.GetIndexer().List() {
+		old := obj.(*corev1.Pod)
+		replaced = append(replaced, weak.Make(old))
+		// As the reflector's Replace: a new object, the same version, and
+		// no handler call.
+		if err := f.podInf.GetIndexer().Update(old.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clock.Step(memoIdle)
+	f.c.state.dropIdleMemos()
+	runtime.GC()
+	runtime.GC()
+	kept := 0
+	for _, w := range replaced {
+		if w.Value() != nil {
+			kept++
+		}
+	}
+	if kept > 0 {
+		t.Errorf("%d of %d pod objects a relist replaced still reachable %s after the set's last sync", kept, len(replaced), memoIdle)
+	}
+}

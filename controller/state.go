@@ -26,8 +26,10 @@ type setState struct {
 	// in canonical form: data is immutable, so each is checked once, not
 	// decoded and encoded again on every sync.
 	canonical map[types.UID]struct{}
-	// pods is the memo of the set's pods' facts (podmemo.go).
-	pods *plan.PodMemo
+	// pods is the memo of the set's pods' facts (podmemo.go), and
+	// podsRead when a sync last asked for it (dropIdleMemos).
+	pods     *plan.PodMemo
+	podsRead time.Time
 	// unmarked is the migration's marking (migrate.go): done once per
 	// set and term, then the pods marked that the cache has yet to show.
 	unmarked struct {
@@ -280,7 +282,36 @@ func (s *setStates) setCanonicalRevisions(key cache.ObjectName, uids map[types.U
 func (s *setStates) podMemo(key cache.ObjectName, sel labels.Selector) (m *plan.PodMemo) {
 	s.with(key, func(st *setState) {
 		st.pods = st.pods.ForSelector(sel)
+		st.podsRead = s.clock.Now()
 		m = st.pods
 	})
 	return m
+}
+
+// memoIdle is how long a set's pod memo outlives the set's last sync.
+//
+// The memo holds the informer's pod objects, and drops those the cache
+// replaced only at a sync of the set. An informer that lists again (its
+// watch expired: a kube-apiserver or etcd restart) replaces every cached
+// object with an equal one and tells no handler: the resourceVersion is
+// the same, so it is a resync, which the controller's handlers do not
+// ask for. A set at rest is then not synced again, and its memo keeps
+// the replaced copy of each of its pods: one extra copy of every daemon
+// pod in the leader's heap (e2e/soak/results/README.md). A rolling
+// update syncs its set far more often than this; a set that waits longer
+// derives its pods' facts afresh at its next sync, as without a memo.
+const memoIdle = time.Minute
+
+// dropIdleMemos forgets the pod memo of every set no sync has read for
+// memoIdle. A sync under way keeps the memo it holds; the next one
+// starts a new memo.
+func (s *setStates) dropIdleMemos() {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.m {
+		if st.pods != nil && now.Sub(st.podsRead) >= memoIdle {
+			st.pods = nil
+		}
+	}
 }
