@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,7 +36,7 @@ func (r *runner) setStatus(ctx context.Context, s SetSpec) (*SetObs, error) {
 		UpdateRevision: ds.Status.UpdateRevision}, nil
 }
 
-// waitConverged polls the sets every 5 s until they have all converged
+// waitConverged polls the sets every 2 s until they have all converged
 // at once, for at most bound; it returns when, the last set to get
 // there (and when, after from), and what the ones that did not say.
 func (r *runner) waitConverged(ctx context.Context, bound time.Duration, from time.Time) (time.Time, string, []string) {
@@ -72,7 +73,7 @@ func (r *runner) waitConverged(ctx context.Context, bound time.Duration, from ti
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return time.Time{}, "", missing
 		}
-		sleep(ctx, 5*time.Second)
+		sleep(ctx, 2*time.Second)
 	}
 }
 
@@ -88,62 +89,70 @@ func (r *runner) releaseAndConverge(ctx context.Context) Convergence {
 		}
 	}
 	r.say("releasing the sets")
+	// Each set on its own goroutine: a set is released once the traffic on
+	// it is done (its lock), and twenty one after another took 27 s.
+	var wg sync.WaitGroup
 	for i, s := range Catalog() {
-		r.setLocks[i].Lock()
-		// A set the traffic failed to make again (its delete outlasted
-		// the wait, or the API stayed away) is made here: its absence is
-		// the soak's doing, not the controller's, and the report says so.
-		if _, err := r.setStatus(ctx, s); apierrors.IsNotFound(err) {
-			r.logf("release: %s is missing; making it again", s.Name)
-			r.rec.act(ActObs{Kind: ActCreateSet, Set: s.Name})
-			r.admit("sets the traffic left missing, made again at the release", 1)
-			if err := retry(ctx, 2*time.Minute, func(ctx context.Context) error { return r.createSet(ctx, s) }); err != nil {
-				r.logf("release %s: %v", s.Name, err)
-			}
-		}
-		n := r.nextRev(s.Name)
-		image := s.Image(fmt.Sprintf("v%d", n))
-		var err error
-		if s.Kind == KindApps {
-			err = r.changeApps(ctx, s, func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = image })
-		} else {
-			err = r.changeEverynode(ctx, s, func(ds *everynodev1alpha1.DaemonSet) {
-				ds.Spec.Template.Spec.Containers[0].Image = image
-				if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil {
-					ru.Paused, ru.NodeSelector = false, nil
-					if ru.Partition != nil {
-						ru.Partition = ptr0()
-					}
-				}
-			})
-		}
-		if err != nil {
-			r.logf("release %s: %v", s.Name, err)
-		}
-		r.setLocks[i].Unlock()
-	}
-	// OnDelete sets: once the controller made the new revision, their
-	// old pods go, as a user rolls them.
-	for i, s := range Catalog() {
-		if !s.OnDelete {
-			continue
-		}
-		r.setLocks[i].Lock()
-		err := retry(ctx, 2*time.Minute, func(ctx context.Context) error {
-			if st, err := r.setStatus(ctx, s); err != nil || st.ObservedGeneration < st.Generation {
-				return fmt.Errorf("generation not observed yet (%v)", err)
-			}
-			return r.deleteOldPods(ctx, s, -1)
+		wg.Go(func() {
+			r.setLocks[i].Lock()
+			defer r.setLocks[i].Unlock()
+			r.release(ctx, s)
 		})
-		if err != nil {
-			r.logf("release %s: %v", s.Name, err)
-		}
-		r.setLocks[i].Unlock()
 	}
+	wg.Wait()
 	conv.Released = time.Now()
 	r.say("waiting up to %s for every set to converge", conv.Bound)
 	conv.Converged, conv.Slowest, conv.NotConverged = r.waitConverged(ctx, conv.Bound, conv.Released)
 	return conv
+}
+
+// release lets one set go: made again if the traffic left it missing,
+// a new good template, its rollout's holds lifted, and an OnDelete set's
+// old pods deleted once the controller has seen the new template.
+func (r *runner) release(ctx context.Context, s SetSpec) {
+	// A set the traffic failed to make again (its delete outlasted the
+	// wait, or the API stayed away) is made here: its absence is the
+	// soak's doing, not the controller's, and the report says so.
+	if _, err := r.setStatus(ctx, s); apierrors.IsNotFound(err) {
+		r.logf("release: %s is missing; making it again", s.Name)
+		r.rec.act(ActObs{Kind: ActCreateSet, Set: s.Name})
+		r.admit("sets the traffic left missing, made again at the release", 1)
+		if err := retry(ctx, 2*time.Minute, func(ctx context.Context) error { return r.createSet(ctx, s) }); err != nil {
+			r.logf("release %s: %v", s.Name, err)
+		}
+	}
+	image := s.Image(fmt.Sprintf("v%d", r.nextRev(s.Name)))
+	var err error
+	if s.Kind == KindApps {
+		err = r.changeApps(ctx, s, func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = image })
+	} else {
+		err = r.changeEverynode(ctx, s, func(ds *everynodev1alpha1.DaemonSet) {
+			ds.Spec.Template.Spec.Containers[0].Image = image
+			if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+				ru.Paused, ru.NodeSelector = false, nil
+				if ru.Partition != nil {
+					ru.Partition = ptr0()
+				}
+			}
+		})
+	}
+	if err != nil {
+		r.logf("release %s: %v", s.Name, err)
+	}
+	if !s.OnDelete {
+		return
+	}
+	// Once the controller made the new revision, the old pods go, as a
+	// user rolls them.
+	err = retry(ctx, 2*time.Minute, func(ctx context.Context) error {
+		if st, err := r.setStatus(ctx, s); err != nil || st.ObservedGeneration < st.Generation {
+			return fmt.Errorf("generation not observed yet (%v)", err)
+		}
+		return r.deleteOldPods(ctx, s, -1)
+	})
+	if err != nil {
+		r.logf("release %s: %v", s.Name, err)
+	}
 }
 
 func ptr0() *intstr.IntOrString {

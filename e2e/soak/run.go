@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -223,6 +224,15 @@ func Run(ctx context.Context, c *cluster.Cluster, o Options) (*Result, error) {
 
 // runSchedule starts each event at its time and waits for them all.
 func (r *runner) runSchedule(ctx context.Context, s Schedule) {
+	// Traffic still retrying TrafficGrace after the schedule's end is cut:
+	// the release makes every set whole again (unpaused, made again if
+	// missing), and each step of the traffic that must not be left half
+	// done (a node cut off, a pod batch to clean up) runs on a context
+	// without this cancellation. The faults keep ctx: each must end.
+	trafficCtx, cut := context.WithCancelCause(ctx)
+	defer cut(nil)
+	stop := time.AfterFunc(time.Until(r.start.Add(s.Duration+TrafficGrace)), func() { cut(errTrafficCut) })
+	defer stop.Stop()
 	var wg sync.WaitGroup
 	next := time.Now()
 	for i, e := range s.Events {
@@ -240,12 +250,22 @@ func (r *runner) runSchedule(ctx context.Context, s Schedule) {
 			if e.Kind.IsFault() {
 				r.fault(ctx, e)
 			} else {
-				r.doTraffic(ctx, e)
+				r.doTraffic(trafficCtx, e)
 			}
 		})
 	}
 	wg.Wait()
 }
+
+// TrafficGrace is how long traffic may go on past the schedule's end: an
+// undo retrying through a fault near the end ran 23 s past a smoke's
+// 3-minute schedule, holding the release back.
+const TrafficGrace = 10 * time.Second
+
+// errTrafficCut is the cause of the traffic's context once TrafficGrace
+// is over; a failure that follows from it is counted as cut, not as the
+// cluster's doing.
+var errTrafficCut = errors.New("traffic cut at the schedule's end")
 
 // sample reads both replicas' RSS, goroutines and heap every SampleEvery.
 func (r *runner) sample(ctx context.Context) {

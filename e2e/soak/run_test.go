@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,15 +32,17 @@ func TestErrClass(t *testing.T) {
 		err  error
 		want string
 	}{
-		"cap":         {errors.New(`Internal error occurred: failed calling webhook "daemonset.mutate.everynode.io": ... 429 Too Many Requests`), "everynode in-flight cap (429)"},
-		"webhook":     {errors.New(`Internal error occurred: failed calling webhook "daemonset.validate.everynode.io": Post "https://localhost:48443/validate/daemonset": dial tcp: connection refused`), "webhook unreachable"},
-		"apiserver":   {errors.New(`Get "https://127.0.0.1:32765/api": dial tcp 127.0.0.1:32765: connect: connection refused`), "kube-apiserver away"},
-		"conflict":    {apierrors.NewConflict(gr, "s00", errors.New("x")), "conflict"},
-		"throttled":   {apierrors.NewTooManyRequests("slow down", 1), "kube-apiserver throttled (429)"},
-		"not found":   {apierrors.NewNotFound(gr, "s00"), "not found"},
-		"timeout":     {fmt.Errorf("wrapped: %w", apierrors.NewTimeoutError("x", 1)), "timeout"},
-		"etcd":        {errors.New("etcdserver: leader changed"), "etcd away"},
-		"unknown":     {errors.New("something else"), "other"},
+		"cap":       {errors.New(`Internal error occurred: failed calling webhook "daemonset.mutate.everynode.io": ... 429 Too Many Requests`), "everynode in-flight cap (429)"},
+		"webhook":   {errors.New(`Internal error occurred: failed calling webhook "daemonset.validate.everynode.io": Post "https://localhost:48443/validate/daemonset": dial tcp: connection refused`), "webhook unreachable"},
+		"apiserver": {errors.New(`Get "https://127.0.0.1:32765/api": dial tcp 127.0.0.1:32765: connect: connection refused`), "kube-apiserver away"},
+		"conflict":  {apierrors.NewConflict(gr, "s00", errors.New("x")), "conflict"},
+		"throttled": {apierrors.NewTooManyRequests("slow down", 1), "kube-apiserver throttled (429)"},
+		"not found": {apierrors.NewNotFound(gr, "s00"), "not found"},
+		"timeout":   {fmt.Errorf("wrapped: %w", apierrors.NewTimeoutError("x", 1)), "timeout"},
+		"etcd":      {errors.New("etcdserver: leader changed"), "etcd away"},
+		"unknown":   {errors.New("something else"), "other"},
+		// A timeout that came of the cut is the cut's, not the cluster's.
+		"cut":         {fmt.Errorf("%w: %w", errTrafficCut, context.DeadlineExceeded), "cut at the schedule's end"},
 		"nil is none": {nil, ""},
 	}
 	for name, tc := range tests {

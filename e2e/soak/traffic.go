@@ -35,6 +35,8 @@ func errClass(err error) string {
 	}
 	msg := strings.ToLower(err.Error())
 	switch {
+	case errors.Is(err, errTrafficCut):
+		return "cut at the schedule's end"
 	case strings.Contains(msg, "everynode") && (strings.Contains(msg, "429") || strings.Contains(msg, "too many requests")):
 		return "everynode in-flight cap (429)"
 	case strings.Contains(msg, "failed calling webhook"):
@@ -160,6 +162,9 @@ func (r *runner) doTraffic(ctx context.Context, e Event) {
 		err = r.plainPods(ctx, e.N)
 	case TrafficDryRun:
 		err = r.dryRuns(ctx, e.N)
+	}
+	if err != nil && errors.Is(context.Cause(ctx), errTrafficCut) {
+		err = fmt.Errorf("%w: %w", errTrafficCut, err)
 	}
 	r.count(e.Kind, err)
 	if err != nil {

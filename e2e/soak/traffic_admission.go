@@ -53,6 +53,9 @@ func (r *runner) plainPods(ctx context.Context, n int) error {
 	r.mu.Unlock()
 	var created []string
 	for i := range n {
+		if ctx.Err() != nil {
+			break // cut at the schedule's end: not a refusal
+		}
 		name := fmt.Sprintf("plain-%s-%02d", batch, i)
 		if _, err := r.kube.CoreV1().Pods(PlainNamespace).Create(ctx, plainPod(name, batch), metav1.CreateOptions{}); err != nil {
 			r.refused(name, false, err)
@@ -104,6 +107,9 @@ func (r *runner) dryRuns(ctx context.Context, n int) error {
 	dry := []string{metav1.DryRunAll}
 	var errs []error
 	for i := range n {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		if i%2 == 0 {
 			spec := cat[(i/2)%16] // the everynode sets come first
 			ds := spec.Everynode(SetNamespace, spec.Template("v1", 1))

@@ -123,8 +123,11 @@ func (r *runner) leaveNodes(ctx context.Context, e Event) error {
 		errs = append(errs, err)
 	}
 	sleep(ctx, 10*time.Second)
+	// Deleted even when the traffic is cut: a tainted node left behind is
+	// no longer in the harness's list.
+	heal := context.WithoutCancel(ctx)
 	for _, name := range names {
-		err := retry(ctx, time.Minute, func(ctx context.Context) error {
+		err := retry(heal, time.Minute, func(ctx context.Context) error {
 			err := r.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
 			if apierrors.IsNotFound(err) {
 				return nil
