@@ -27,24 +27,27 @@ type cluster struct {
 	// pods must carry the index.DaemonPodsByNode and index.DaemonPodsBySetUID
 	// indexes.
 	pods cache.Indexer
+	// live reads from the API server, to confirm a refusal (confirm); nil
+	// confirms nothing (tests).
+	live *liveReads
 }
 
-// controllingSet returns the set that controls a daemon pod, with its key.
-// reason is non-empty when there is none: no everynode controller reference
-// (nor, in takeover mode, an apps/v1 one), or a set that is gone or was
-// replaced by another of the same name (its UID differs), whose pods are
-// about to be garbage collected. An apps/v1 set comes converted
-// (placement.FromApps).
-func (c *cluster) controllingSet(pod *corev1.Pod) (set *everynodev1alpha1.DaemonSet, key, reason string, err error) {
+// controllingSet returns the set that controls a daemon pod, with its key,
+// as r reads it. reason is non-empty when there is none: no everynode
+// controller reference (nor, with takeover, an apps/v1 one), or a set that
+// is gone or was replaced by another of the same name (its UID differs),
+// whose pods are about to be garbage collected. An apps/v1 set comes
+// converted (placement.FromApps).
+func controllingSet(pod *corev1.Pod, r reader, takeover bool) (set *everynodev1alpha1.DaemonSet, key, reason string, err error) {
 	ref, apps := placement.ControllerRef(pod), false
-	if ref == nil && c.appsSets != nil {
+	if ref == nil && takeover {
 		ref, apps = placement.AppsControllerRef(pod), true
 	}
 	if ref == nil {
 		return nil, "", reasonNoSet(), nil
 	}
 	key = index.SetKey(pod.Namespace, ref.Name)
-	set, err = c.getSet(pod.Namespace, ref.Name, apps)
+	set, err = r.getSet(pod.Namespace, ref.Name, apps)
 	if apierrors.IsNotFound(err) || (err == nil && ref.UID != "" && set.UID != ref.UID) {
 		return nil, key, reasonSetNotFound(key), nil
 	}
@@ -54,17 +57,34 @@ func (c *cluster) controllingSet(pod *corev1.Pod) (set *everynodev1alpha1.Daemon
 	return set, key, "", nil
 }
 
-// getSet reads a set of either kind from the cache, an apps/v1 one
-// converted.
-func (c *cluster) getSet(namespace, name string, apps bool) (*everynodev1alpha1.DaemonSet, error) {
-	if !apps {
-		return c.sets.DaemonSets(namespace).Get(name)
+// reader is where the filter reads a daemon pod's set and node, and
+// checks the duplicates the pod cache shows: the caches (cluster.cached),
+// or the API server, to confirm a refusal (cluster.confirm).
+type reader struct {
+	getSet  func(namespace, name string, apps bool) (*everynodev1alpha1.DaemonSet, error)
+	getNode func(name string) (*corev1.Node, error)
+	// active returns the pods of a duplicate that are still there, with
+	// the same UID, neither being deleted nor finished.
+	active func(pods []*corev1.Pod) ([]*corev1.Pod, error)
+}
+
+// cached reads the informer caches; the duplicates are as the pod cache
+// shows them.
+func (c *cluster) cached() reader {
+	return reader{
+		getSet: func(namespace, name string, apps bool) (*everynodev1alpha1.DaemonSet, error) {
+			if !apps {
+				return c.sets.DaemonSets(namespace).Get(name)
+			}
+			ds, err := c.appsSets.DaemonSets(namespace).Get(name)
+			if err != nil {
+				return nil, err
+			}
+			return placement.FromApps(ds), nil
+		},
+		getNode: c.nodes.Get,
+		active:  func(pods []*corev1.Pod) ([]*corev1.Pod, error) { return pods, nil },
 	}
-	ds, err := c.appsSets.DaemonSets(namespace).Get(name)
-	if err != nil {
-		return nil, err
-	}
-	return placement.FromApps(ds), nil
 }
 
 // daemonPodsOn returns the daemon pods of the set with key setKey whose

@@ -71,19 +71,32 @@ func filterDaemonPod(pod *corev1.Pod, names []string, c *cluster) (filterOutcome
 }
 
 // targetReason says why a daemon pod may not go to its target node, or ""
-// if it may: its set must still exist, the node must exist and still be
-// eligible for the set, the pod must not ask more than the node's
-// allocatable in all (spec.nodeSizing with a min above it, say: the
-// scheduler would otherwise look for victims to evict, for nothing), and
-// the node must hold no other live pod of the set,
-// unless the set surges during a rolling update and that pod is of another
-// revision (the old pod stays until the new one is available).
+// if it may, from the caches (reasonFrom). A refusal is read again from
+// the API server before it is given (cluster.confirm): the caches can
+// trail it, and a refusal costs the pod far more than one attempt.
 func targetReason(pod *corev1.Pod, target string, c *cluster) (string, error) {
-	set, setKey, reason, err := c.controllingSet(pod)
+	reason, err := reasonFrom(pod, target, c, c.cached())
+	if err != nil || reason == "" {
+		return reason, err
+	}
+	return c.confirm(reason, func(live reader) (string, error) { return reasonFrom(pod, target, c, live) }), nil
+}
+
+// reasonFrom says why a daemon pod may not go to its target node, or ""
+// if it may, with the set and the node as r reads them: its set must
+// still exist, the node must exist and still be eligible for the set, the
+// pod must not ask more than the node's allocatable in all
+// (spec.nodeSizing with a min above it, say: the scheduler would
+// otherwise look for victims to evict, for nothing), and the node must
+// hold no other live pod of the set, unless the set surges during a
+// rolling update and that pod is of another revision (the old pod stays
+// until the new one is available).
+func reasonFrom(pod *corev1.Pod, target string, c *cluster, r reader) (string, error) {
+	set, setKey, reason, err := controllingSet(pod, r, c.appsSets != nil)
 	if err != nil || reason != "" {
 		return reason, err
 	}
-	node, err := c.nodes.Get(target)
+	node, err := r.getNode(target)
 	if apierrors.IsNotFound(err) {
 		return reasonNodeGone(target), nil
 	}
@@ -125,17 +138,23 @@ func targetReason(pod *corev1.Pod, target string, c *cluster) (string, error) {
 		others = append(others, other)
 	}
 	strategy := placement.UpdateStrategy(set)
-	switch {
-	case len(others) == 0:
-		return "", nil
-	case len(others) == 1 && strategy.AllowsSurge() && placement.RevisionHash(others[0]) != placement.RevisionHash(pod):
-		return "", nil
-	default:
-		// Name the first by name: the index returns pods in map order, and
-		// a reason that changes between attempts reads like a new problem.
-		first := slices.MinFunc(others, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-		return reasonDuplicate(setKey, types.NamespacedName{Namespace: first.Namespace, Name: first.Name}.String()), nil
+	allowed := func(others []*corev1.Pod) bool {
+		return len(others) == 0 ||
+			len(others) == 1 && strategy.AllowsSurge() && placement.RevisionHash(others[0]) != placement.RevisionHash(pod)
 	}
+	if allowed(others) {
+		return "", nil
+	}
+	if others, err = r.active(others); err != nil {
+		return "", err
+	}
+	if allowed(others) {
+		return "", nil
+	}
+	// Name the first by name: the index returns pods in map order, and a
+	// reason that changes between attempts reads like a new problem.
+	first := slices.MinFunc(others, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return reasonDuplicate(setKey, types.NamespacedName{Namespace: first.Namespace, Name: first.Name}.String()), nil
 }
 
 // filterGated keeps the nodes that no readiness gate holds back. With no

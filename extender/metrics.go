@@ -45,12 +45,26 @@ var (
 		Help:      "Candidate nodes the filter verb let pass or rejected, by kind of pod (daemon or other).",
 	}, []string{"pod", "result"})
 
+	refusalReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "everynode",
+		Subsystem: "extender",
+		Name:      "refusal_reads_total",
+		Help:      "Refusals of a daemon pod's node that the filter read again from the API server before answering, by result: confirmed (refused), overturned (the caches trailed: the node passes), failed (a read failed: refused as the caches said).",
+	}, []string{"result"})
+
 	gatedNodes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "everynode",
 		Subsystem: "extender",
 		Name:      "gated_nodes",
 		Help:      "Nodes currently held back from ordinary pods by a DaemonSet's nodeReadinessGate.",
 	})
+)
+
+// The results of refusalReadsTotal.
+const (
+	readConfirmed  = "confirmed"
+	readOverturned = "overturned"
+	readFailed     = "failed"
 )
 
 // Children resolved once: WithLabelValues hashes its labels on every call,
@@ -70,13 +84,19 @@ var (
 	daemonFailed = filterNodesTotal.WithLabelValues("daemon", "failed")
 	otherPassed  = filterNodesTotal.WithLabelValues("other", "passed")
 	otherFailed  = filterNodesTotal.WithLabelValues("other", "failed")
+
+	refusalReads = map[string]prometheus.Counter{
+		readConfirmed:  refusalReadsTotal.WithLabelValues(readConfirmed),
+		readOverturned: refusalReadsTotal.WithLabelValues(readOverturned),
+		readFailed:     refusalReadsTotal.WithLabelValues(readFailed),
+	}
 )
 
 // RegisterMetrics registers the extender's metrics with r. Registering them
 // twice with the same registry is a no-op; any other registration error is
 // a programming error (a name clash) and panics, as MustRegister does.
 func RegisterMetrics(r prometheus.Registerer) {
-	for _, c := range []prometheus.Collector{requestDuration, requestsTotal, filterNodesTotal, gatedNodes} {
+	for _, c := range []prometheus.Collector{requestDuration, requestsTotal, filterNodesTotal, refusalReadsTotal, gatedNodes} {
 		if err := r.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

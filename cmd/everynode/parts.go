@@ -130,6 +130,7 @@ func buildParts(ctx context.Context, cfg partsConfig) (*parts, error) {
 	if cfg.opts.takeover {
 		ext.TakeOver(cfg.kubeFactory.Apps().V1().DaemonSets())
 	}
+	ext.ConfirmWith(cfg.clients.kube, cfg.clients.everynode)
 
 	p := &parts{
 		routes:        []server.Routes{hooks, ext.Routes()},
