@@ -109,6 +109,10 @@ type Checker struct {
 	// may yet say a node counted down had stopped serving before, and
 	// the controller rightly skipped it.
 	DownSettle time.Duration
+	// StatusLag is how long after a take-down the set's next status may
+	// come and still say the desired count the controller budgeted
+	// with (judgeDown).
+	StatusLag time.Duration
 	// pendingDowns are those take-downs, oldest first.
 	pendingDowns []pendingDown
 
@@ -144,6 +148,14 @@ type setState struct {
 	specs []specAt
 	// disrupted are the nodes down by the controller's doing, since when.
 	disrupted map[string]time.Time
+	// desired are the desired counts its statuses said, newest last, for
+	// judging a take-down by the next status (judgeDown).
+	desired []desiredAt
+}
+
+type desiredAt struct {
+	at      time.Time
+	desired int
 }
 
 type specAt struct {
@@ -186,7 +198,7 @@ func (n *nodeState) outAt(t time.Time) bool {
 
 // NewChecker is a checker with the tolerances the soak runs with.
 func NewChecker() *Checker {
-	return &Checker{Lag: 2 * time.Second, StrategyGrace: 10 * time.Second, Settle: time.Second, pending: map[string]pendingNode{},
+	return &Checker{Lag: 2 * time.Second, StatusLag: 5 * time.Second, StrategyGrace: 10 * time.Second, Settle: time.Second, pending: map[string]pendingNode{},
 		DownSettle: 30 * time.Second,
 		sets:       map[string]*setState{}, pods: map[string]*PodObs{}, born: map[string]time.Time{}, replacing: map[string]bool{}, byNode: map[string]map[string]map[string]*PodObs{},
 		nodes: map[string]*nodeState{}, deleted: map[string]bool{}, seen: map[string]int{}}
@@ -360,6 +372,10 @@ func (c *Checker) setObs(at time.Time, o *SetObs) {
 		s.specs = nil
 	}
 	s.obs = o
+	s.desired = append(s.desired, desiredAt{at, int(o.Desired)})
+	for len(s.desired) > 1 && at.Sub(s.desired[1].at) > 2*c.DownSettle {
+		s.desired = s.desired[1:]
+	}
 	st := strategyOf(o)
 	if n := len(s.specs); n == 0 || s.specs[n-1].strategy.Type != st.Type ||
 		s.specs[n-1].strategy.MaxSurge != st.MaxSurge || s.specs[n-1].strategy.MaxUnavailable != st.MaxUnavailable {

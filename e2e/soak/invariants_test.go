@@ -185,6 +185,27 @@ func TestCheckers(t *testing.T) {
 				terminating("a", "u1", "a-old-n2", "n2", "old"),
 			want: []Invariant{InvUnavailable},
 		},
+		"take-downs within the budget of the next status's desired count": {
+			// 10% of 10 nodes is 1; three nodes back in service make 13
+			// desired, 2 down, which the controller's next status says.
+			stream: fleet("a", "u1", "", "10%", 10).
+				terminating("a", "u1", "a-old-n1", "n1", "old").
+				after(100*time.Millisecond).
+				terminating("a", "u1", "a-old-n2", "n2", "old").
+				after(3*time.Second).
+				rollingTo("a", "u1", "", "10%", 13, "new").
+				after(time.Minute),
+		},
+		"a status long after the take-down does not raise the budget": {
+			stream: fleet("a", "u1", "", "10%", 10).
+				terminating("a", "u1", "a-old-n1", "n1", "old").
+				after(100*time.Millisecond).
+				terminating("a", "u1", "a-old-n2", "n2", "old").
+				after(10*time.Second).
+				rollingTo("a", "u1", "", "10%", 13, "new").
+				after(time.Minute),
+			want: []Invariant{InvUnavailable},
+		},
 		"pods gone in a watch gap are not judged when they went": {
 			// A delete with no terminating state seen before: the watch
 			// was broken (a kube-apiserver or etcd restart) and the relist
