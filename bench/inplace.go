@@ -57,6 +57,9 @@ type inPlaceVariant struct {
 	// withPeers variants run by default only beside a peer (--peers):
 	// the comparison they are for needs it.
 	withPeers bool
+	// served variants have a Service select their pods on one node in
+	// servedEvery (served.go).
+	served bool
 }
 
 // stepPods is how many nodes the maxUnavailable-1 variants time.
@@ -70,6 +73,10 @@ var inPlaceVariants = []inPlaceVariant{
 	{key: "nogate", name: "everynode in place, no gate", sys: everynode,
 		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": int64(0), "podUpdatePolicy": "InPlaceIfPossible", "inPlaceReadinessGate": false}},
 	{key: "ifserved", name: "everynode in place, gate if served", sys: everynode, withPeers: true,
+		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": int64(0), "podUpdatePolicy": "InPlaceIfPossible", "inPlaceGatePolicy": "IfServed"}},
+	// The same with a Service selecting the pods of 10% of the nodes:
+	// those get the full gate, the rest the patch alone.
+	{key: "served", name: "everynode in place, gate if served, 10% served", sys: everynode, withPeers: true, served: true,
 		rollingUpdate: map[string]any{"maxUnavailable": "10%", "maxSurge": int64(0), "podUpdatePolicy": "InPlaceIfPossible", "inPlaceGatePolicy": "IfServed"}},
 	// Kruise's in-place update: its rollingUpdateType (v1.8.2) with the
 	// same budget; Kruise refuses maxSurge with it, as everynode does.
@@ -118,6 +125,15 @@ func (b *bench) inPlaceOnce(ctx context.Context, v inPlaceVariant, round int) (*
 	b.t.resetSeen()
 	obj := b.w.object(v.sys, image1)
 	_ = unstructured.SetNestedMap(obj.Object, v.updateStrategy(), "spec", "updateStrategy")
+	served := 0
+	if v.served {
+		n, undo, err := b.serve(ctx, lbl, obj)
+		if err != nil {
+			return nil, err
+		}
+		defer undo(context.WithoutCancel(ctx))
+		served = n
+	}
 	logf("%s rollout on %d nodes", lbl, b.c.nodes)
 	t0 := time.Now()
 	if _, err := b.w.dyn.Resource(v.sys.gvr).Namespace(benchNamespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
@@ -128,6 +144,11 @@ func (b *bench) inPlaceOnce(ctx context.Context, v inPlaceVariant, round int) (*
 		b.flushDeferred(ctx, lbl)
 	}
 	b.settle(ctx, lbl)
+	if served > 0 {
+		if err := b.awaitListed(ctx, lbl, served); err != nil {
+			return nil, err
+		}
+	}
 	b.quiet(ctx, lbl, 5*time.Minute)
 
 	before := b.m.snapshot(ctx)
@@ -203,7 +224,8 @@ func writeInPlaceReport(c config, runs []*inPlaceResult, start time.Time) (strin
 	if i := slices.IndexFunc(inPlaceVariants, func(v inPlaceVariant) bool { return v.sys.name == kruise.name }); get(inPlaceVariants[i].name, update).n > 0 {
 		kruiseName = inPlaceVariants[i].name
 		sb.WriteString("Kruise in place: OpenKruise's Advanced DaemonSet (apps.kruise.io/v1alpha1, kruise-manager), rollingUpdateType InPlaceIfPossible, which makes its pods with its readiness gate InPlaceUpdateReady and, per pod, writes it False, patches the image and writes it True; " +
-			"everynode in place, gate if served: inPlaceGatePolicy IfServed, with no Service selecting the bench's pods, so the patch alone. The last column is the variant's median over Kruise's, under the same tie rule.\n\n")
+			"everynode in place, gate if served: inPlaceGatePolicy IfServed, with no Service selecting the bench's pods, so the patch alone; " +
+			"with 10% served, a Service selects the pods of one node in ten (labelled through the set's nodeOverrides), which get the full gate. The last column is the variant's median over Kruise's, under the same tie rule.\n\n")
 		sb.WriteString("| variant | nodes timed | update s | ratio to upstream | controller requests per pod | pods created | ratio to Kruise in place |\n|---|---|---|---|---|---|---|\n")
 	} else {
 		sb.WriteString("| variant | nodes timed | update s | ratio to upstream | controller requests per pod | pods created |\n|---|---|---|---|---|---|\n")
@@ -292,7 +314,7 @@ func selectedVariants(keys string, systems []system) ([]inPlaceVariant, error) {
 	for _, k := range strings.Split(keys, ",") {
 		i := slices.IndexFunc(inPlaceVariants, func(v inPlaceVariant) bool { return v.key == k })
 		if i < 0 {
-			return nil, fmt.Errorf("--inplace-variants: unknown variant %q (want upstream, gate, nogate, ifserved, kruise, upstream-1, recreate-1)", k)
+			return nil, fmt.Errorf("--inplace-variants: unknown variant %q (want upstream, gate, nogate, ifserved, served, kruise, upstream-1, recreate-1)", k)
 		}
 		if v := inPlaceVariants[i]; !runs(v) {
 			return nil, fmt.Errorf("--inplace-variants: variant %q needs --peers=%s", k, v.sys.name)

@@ -59,6 +59,7 @@ func TestInPlaceVariantStrategies(t *testing.T) {
 		"gate":       {maxUnavailable: ten, maxSurge: zero, policy: inPlace},
 		"nogate":     {maxUnavailable: ten, maxSurge: zero, policy: inPlace, gate: "false"},
 		"ifserved":   {maxUnavailable: ten, maxSurge: zero, policy: inPlace, gatePolicy: everynodev1alpha1.InPlaceGateIfServed},
+		"served":     {maxUnavailable: ten, maxSurge: zero, policy: inPlace, gatePolicy: everynodev1alpha1.InPlaceGateIfServed},
 		"kruise":     {maxUnavailable: ten, maxSurge: zero, kruiseType: "InPlaceIfPossible"},
 		"upstream-1": {maxUnavailable: one, maxSurge: zero},
 		"recreate-1": {maxUnavailable: one, maxSurge: zero},
@@ -160,8 +161,8 @@ func TestSelectedVariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := keysOf(withKruise); got != "upstream,gate,nogate,ifserved,kruise" {
-		t.Errorf("default variants with --peers=kruise %s, want upstream,gate,nogate,ifserved,kruise", got)
+	if got := keysOf(withKruise); got != "upstream,gate,nogate,ifserved,served,kruise" {
+		t.Errorf("default variants with --peers=kruise %s, want upstream,gate,nogate,ifserved,served,kruise", got)
 	}
 	step, err := selectedVariants("upstream-1,recreate-1", two)
 	if err != nil {

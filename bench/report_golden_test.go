@@ -149,6 +149,7 @@ func TestInPlaceReportGoldenThreeSystems(t *testing.T) {
 		{variant: name("gate"), round: 1, update: 30, total: 3010, requests: map[string]int{"patch pods": 1000, "patch pods/status": 2000}},
 		{variant: name("nogate"), round: 1, update: 25, total: 1005, requests: map[string]int{"patch pods": 1000}},
 		{variant: name("ifserved"), round: 1, update: 26, total: 1006, requests: map[string]int{"patch pods": 1000}},
+		{variant: name("served"), round: 1, update: 27, total: 1206, requests: map[string]int{"patch pods": 1000, "patch pods/status": 200}},
 		{variant: name("kruise"), round: 1, update: 32, total: 3050, requests: map[string]int{"patch pods": 1000, "update pods/status": 2000}},
 	}
 	md, err := writeInPlaceReport(c, runs, time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
