@@ -42,8 +42,9 @@ func TestErrClass(t *testing.T) {
 		"etcd":      {errors.New("etcdserver: leader changed"), "etcd away"},
 		"unknown":   {errors.New("something else"), "other"},
 		// A timeout that came of the cut is the cut's, not the cluster's.
-		"cut":         {fmt.Errorf("%w: %w", errTrafficCut, context.DeadlineExceeded), "cut at the schedule's end"},
-		"nil is none": {nil, ""},
+		"cut":                  {fmt.Errorf("%w: %w", errTrafficCut, context.DeadlineExceeded), "cut at the schedule's end"},
+		"undo of one revision": {errors.New(`rollout undo s04-ondelete -n soak: exit status 1: error: roll back daemon set "s04-ondelete": no previous revision to roll back to: daemon set "s04-ondelete" has only revision 1`), "nothing to undo (one revision)"},
+		"nil is none":          {nil, ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -59,13 +60,13 @@ func TestErrClass(t *testing.T) {
 func TestCountKeepsTheFirstMessageOfAClass(t *testing.T) {
 	r := &runner{traffic: map[EventKind]*TrafficStats{}}
 	r.count(TrafficRolloutUndo, nil)
-	r.count(TrafficRolloutUndo, errors.New("no previous revision to roll back to: daemon set \"s01\" has only revision 1"))
+	r.count(TrafficRolloutUndo, errors.New("exit status 1: error: the first"))
 	r.count(TrafficRolloutUndo, errors.New("something later"))
 	st := r.traffic[TrafficRolloutUndo]
 	if st.Done != 1 || st.Failed != 2 || st.Errors["other"] != 2 {
 		t.Fatalf("counted %+v, want 1 done, 2 failed as other", st)
 	}
-	if got := st.Examples["other"]; !strings.Contains(got, "has only revision 1") {
+	if got := st.Examples["other"]; !strings.Contains(got, "the first") {
 		t.Errorf("the example of other is %q, want the first failure's message", got)
 	}
 }

@@ -37,6 +37,10 @@ func errClass(err error) string {
 	switch {
 	case errors.Is(err, errTrafficCut):
 		return "cut at the schedule's end"
+	case strings.Contains(msg, "no previous revision"):
+		// An undo of a set the schedule had not changed yet: the right
+		// answer, and the soak's own doing.
+		return "nothing to undo (one revision)"
 	case strings.Contains(msg, "everynode") && (strings.Contains(msg, "429") || strings.Contains(msg, "too many requests")):
 		return "everynode in-flight cap (429)"
 	case strings.Contains(msg, "failed calling webhook"):
