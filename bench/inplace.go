@@ -145,7 +145,7 @@ func (b *bench) inPlaceOnce(ctx context.Context, v inPlaceVariant, round int) (*
 	}
 	b.settle(ctx, lbl)
 	if served > 0 {
-		if err := b.awaitListed(ctx, lbl, served); err != nil {
+		if err := b.listServed(ctx, lbl, served); err != nil {
 			return nil, err
 		}
 	}

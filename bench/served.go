@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 )
 
 // The served variant of the in-place scenario (issue 55): a Service
@@ -83,6 +84,11 @@ func (b *bench) serve(ctx context.Context, lbl string, obj *unstructured.Unstruc
 		if err != nil && !apierrors.IsNotFound(err) {
 			logf("%s warning: deleting Service %s: %v", lbl, servedService, err)
 		}
+		// No garbage collector in the bench's cluster to follow the Service.
+		err = cs.DiscoveryV1().EndpointSlices(benchNamespace).Delete(ctx, servedService, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			logf("%s warning: deleting EndpointSlice %s: %v", lbl, servedService, err)
+		}
 		if err := label(ctx, nil); err != nil {
 			logf("%s warning: unlabelling the served nodes: %v", lbl, err)
 		}
@@ -111,27 +117,45 @@ func (b *bench) serve(ctx context.Context, lbl string, obj *unstructured.Unstruc
 	return len(served), undo, nil
 }
 
-// awaitListed waits until the Service's EndpointSlices list want pods:
-// the update is timed only once the gate policy can see which pods
-// receive traffic.
-func (b *bench) awaitListed(ctx context.Context, lbl string, want int) error {
-	listed := 0
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := b.cs.DiscoveryV1().EndpointSlices(benchNamespace).List(ctx, metav1.ListOptions{
-			LabelSelector: discoveryv1.LabelServiceName + "=" + servedService,
-		})
+// listServed writes the Service's EndpointSlice, listing the served
+// pods, as the EndpointSlice controller would: the bench's
+// kube-controller-manager runs its DaemonSet controller alone, so that
+// every system's pods cost the cluster the same. An update in place keeps
+// the pods, so the slice stays true through it. It waits (a minute at
+// most) for want served pods with an IP; the update is timed only once
+// the gate policy can see which pods receive traffic.
+func (b *bench) listServed(ctx context.Context, lbl string, want int) error {
+	var pods []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := b.cs.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{LabelSelector: servedLabel + "=true"})
 		if err != nil {
 			return false, nil
 		}
-		listed = 0
-		for _, s := range list.Items {
-			listed += len(s.Endpoints)
-		}
-		return listed >= want, nil
+		pods = slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return p.Status.PodIP == "" || p.DeletionTimestamp != nil })
+		return len(pods) >= want, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s the EndpointSlices of %s list %d of %d served pods: %w", lbl, servedService, listed, want, err)
+		return fmt.Errorf("%s %d of %d served pods have an IP: %w", lbl, len(pods), want, err)
 	}
-	logf("%s the EndpointSlices of %s list %d pods", lbl, servedService, listed)
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: servedService, Namespace: benchNamespace, Labels: map[string]string{
+			discoveryv1.LabelServiceName: servedService,
+			discoveryv1.LabelManagedBy:   "bench.everynode.io",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Port: ptr.To[int32](80)}},
+	}
+	for _, p := range pods {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{p.Status.PodIP},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			NodeName:   ptr.To(p.Spec.NodeName),
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+		})
+	}
+	if _, err := b.cs.DiscoveryV1().EndpointSlices(benchNamespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("%s creating EndpointSlice %s: %w", lbl, servedService, err)
+	}
+	logf("%s EndpointSlice %s lists %d pods", lbl, servedService, len(slice.Endpoints))
 	return nil
 }
