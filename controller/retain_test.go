@@ -7,6 +7,8 @@ import (
 	"weak"
 
 	corev1 "k8s.io/api/core/v1"
+
+	everynodev1alpha1 "everynode.io/everynode/api/everynode/v1alpha1"
 )
 
 // Syncs keep no pod object the cache has replaced, past the pod memo's
@@ -16,13 +18,7 @@ import (
 // path as what keeps them: ten rounds of every pod replaced, a sync after
 // each, and the old objects are collected.
 func TestSyncsKeepNoReplacedPods(t *testing.T) {
-	f := newFixture(t)
-	addNodes(f, 100)
-	ds := newSet("agent")
-	addSetWithRevision(f, ds)
-	f.settle(ds)
-	f.runPods()
-	f.mustSync(ds)
+	f, ds := runningSet(t)
 	var replaced []weak.Pointer[corev1.Pod]
 	for round := range 10 {
 		for _, obj := range f.podInf.GetIndexer().List() {
@@ -35,14 +31,7 @@ func TestSyncsKeepNoReplacedPods(t *testing.T) {
 		}
 		f.mustSync(ds)
 	}
-	runtime.GC()
-	runtime.GC()
-	kept := 0
-	for _, w := range replaced {
-		if w.Value() != nil {
-			kept++
-		}
-	}
+	kept := reachable(replaced)
 	cached := len(f.podInf.GetIndexer().List())
 	if bound := cached/4 + 16; kept > bound {
 		t.Errorf("%d of %d replaced pod objects still reachable after the syncs, with %d pods cached; the memo's bound is %d", kept, len(replaced), cached, bound)
@@ -55,13 +44,7 @@ func TestSyncsKeepNoReplacedPods(t *testing.T) {
 // keep the replaced objects past memoIdle: it kept one copy of every pod
 // on the soak's leaders.
 func TestRelistKeepsNoReplacedPods(t *testing.T) {
-	f := newFixture(t)
-	addNodes(f, 100)
-	ds := newSet("agent")
-	addSetWithRevision(f, ds)
-	f.settle(ds)
-	f.runPods()
-	f.mustSync(ds)
+	f, _ := runningSet(t)
 	var replaced []weak.Pointer[corev1.Pod]
 	for _, obj := range f.podInf.GetIndexer().List() {
 		old := obj.(*corev1.Pod)
@@ -74,15 +57,33 @@ func TestRelistKeepsNoReplacedPods(t *testing.T) {
 	}
 	f.clock.Step(memoIdle)
 	f.c.state.dropIdleMemos()
-	runtime.GC()
-	runtime.GC()
-	kept := 0
-	for _, w := range replaced {
-		if w.Value() != nil {
-			kept++
-		}
-	}
-	if kept > 0 {
+	if kept := reachable(replaced); kept > 0 {
 		t.Errorf("%d of %d pod objects a relist replaced still reachable %s after the set's last sync", kept, len(replaced), memoIdle)
 	}
+}
+
+// runningSet is a set with a running pod on each of 100 nodes, synced
+// once.
+func runningSet(t *testing.T) (*fixture, *everynodev1alpha1.DaemonSet) {
+	f := newFixture(t)
+	addNodes(f, 100)
+	ds := newSet("agent")
+	addSetWithRevision(f, ds)
+	f.settle(ds)
+	f.runPods()
+	f.mustSync(ds)
+	return f, ds
+}
+
+// reachable counts the objects of ptrs a garbage collection leaves.
+func reachable(ptrs []weak.Pointer[corev1.Pod]) int {
+	runtime.GC()
+	runtime.GC()
+	n := 0
+	for _, w := range ptrs {
+		if w.Value() != nil {
+			n++
+		}
+	}
+	return n
 }

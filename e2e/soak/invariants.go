@@ -153,11 +153,6 @@ type setState struct {
 	desired []desiredAt
 }
 
-type desiredAt struct {
-	at      time.Time
-	desired int
-}
-
 type specAt struct {
 	at       time.Time
 	strategy placement.Strategy

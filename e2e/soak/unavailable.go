@@ -79,6 +79,12 @@ func (c *Checker) checkTakenDown(at time.Time, s *setState, prev, p *PodObs) {
 	}
 }
 
+// desiredAt is a desired count a set's status said, and when.
+type desiredAt struct {
+	at      time.Time
+	desired int
+}
+
 // pendingDown is a take-down made with more nodes down than the budget,
 // as the records stood then.
 type pendingDown struct {
