@@ -304,7 +304,9 @@ const memoIdle = time.Minute
 
 // dropIdleMemos forgets the pod memo of every set no sync has read for
 // memoIdle. A sync under way keeps the memo it holds; the next one
-// starts a new memo.
+// starts a new memo. Run asks it every backoffGCInterval, so an idle
+// memo goes between memoIdle and memoIdle plus that interval after its
+// last sync.
 func (s *setStates) dropIdleMemos() {
 	now := s.clock.Now()
 	s.mu.Lock()
